@@ -1,0 +1,59 @@
+# rksm: Kernel Samepage Merging in Rust. `make run` shows it merging; `make test` is CI's verdict.
+#
+#   make setup                 host packages and bindgen (every target below runs it first)
+#   make kernel KSM=rust|c     build/bzImage-$(KSM) from the one tree in build/
+#   make vm KSM=.. CMD='..'    boot that kernel, run CMD in the guest, exit with its status
+#   make kunit                 the KUnit suites of the rksm kernel, KTAP and a table
+#   make test                  everything, ends with `N passed, N failed`
+#   make run                   ksmpages best and worst on the rksm kernel, with a table
+#   make bench                 C KSM and rksm side by side
+#   make clippy                the Rust code through clippy (CLIPPY=1), warnings are errors
+#   make check                 rustfmt --check and checkpatch on the project's own files
+
+KSM ?= rust
+CMD ?= true
+export KSM CMD
+
+S := scripts
+
+.PHONY: all setup kernel kernels vm kunit test run bench clippy check clean distclean
+
+all: test
+
+setup:
+	@$(S)/setup.sh
+
+kernel: setup
+	@$(S)/kernel.sh
+
+kernels: setup
+	@KSM=c $(S)/kernel.sh
+	@KSM=rust $(S)/kernel.sh
+
+vm: kernel
+	@$(S)/vm.sh
+
+kunit: setup
+	@KSM=rust $(S)/kernel.sh
+	@$(S)/kunit.sh
+
+test: setup
+	@$(S)/test.sh
+
+run: setup
+	@$(S)/run.sh
+
+bench: setup
+	@$(S)/bench.sh
+
+clippy: setup
+	@KSM=rust CLIPPY=1 FORCE=1 $(S)/kernel.sh
+
+check:
+	@$(S)/check.sh
+
+clean:
+	rm -rf build/vm build/test build/tests build/selftests build/bench build/bzImage-*
+
+distclean:
+	rm -rf build

@@ -1,0 +1,149 @@
+#!/usr/bin/env bash
+# make kernel KSM=rust|c: unpack the kernel once, add rksm's files and patches, configure, build with
+# ccache, and leave build/bzImage-$KSM. Both kernels share one tree, one output directory and one
+# config but for the KSM implementation choice, so switching is an incremental rebuild.
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+
+KSM=${KSM:-rust}
+case $KSM in rust|c) ;; *) die "KSM must be rust or c, not '$KSM'" ;; esac
+mkdir -p "$B/logs"
+
+# Which project files go where in the kernel tree.
+# project path -> tree path
+tree_map() {
+	(cd "$PROJECT" && find rust samples -type f ! -name '*~' 2>/dev/null | sort | sed 's|.*|& &|' || true)
+	(cd "$PROJECT" && find tests/kunit -type f -name '*.rs' 2>/dev/null | sort |
+		sed 's|^tests/kunit/\(.*\)|& samples/rust/rksm/kunit/\1|' || true)
+}
+
+inputs_hash() {
+	{
+		stat -c '%n %s %Y' "$TARBALL"
+		echo "$KSM ${CLIPPY:-0}"
+		cd "$PROJECT"
+		tree_map | while read -r p _; do sha256sum "$p"; done
+		sha256sum kernel/config/* kernel/patches/* scripts/kernel.sh scripts/lib.sh
+	} | sha256sum | cut -d' ' -f1
+}
+
+unpack() {
+	[ -f "$SRC/.rksm-unpacked" ] && return
+	say "unpacking $(basename "$TARBALL") into build/linux"
+	rm -rf "$SRC" "$B/linux.tmp"
+	mkdir -p "$B/linux.tmp"
+	tar -xf "$TARBALL" -C "$B/linux.tmp"
+	mv "$B/linux.tmp/linux-source-$KVER" "$SRC"
+	rmdir "$B/linux.tmp"
+	touch "$SRC/.rksm-unpacked"
+}
+
+# Symlink the project's files into the tree; drop links whose target is gone.
+link_files() {
+	find "$SRC" -xdev -type l -lname "$PROJECT/*" ! -exec test -e {} \; -delete 2>/dev/null || true
+	tree_map | while read -r p t; do
+		mkdir -p "$(dirname "$SRC/$t")"
+		if [ -e "$SRC/$t" ] && ! [ -L "$SRC/$t" ]; then
+			die "$p would overwrite the kernel's own $t: the project must not replace kernel files"
+		fi
+		ln -sfn "$PROJECT/$p" "$SRC/$t"
+	done
+}
+
+# Apply kernel/patches/ idempotently: the series applied last is kept in the tree, and reverted
+# (newest first) when the series changes.
+apply_patches() {
+	local applied=$SRC/.rksm-patches want have p
+	want=$({ cat "$PROJECT"/kernel/patches/*.patch 2>/dev/null || true; } | sha256sum | cut -d' ' -f1)
+	have=$({ cat "$applied"/*.patch 2>/dev/null || true; } | sha256sum | cut -d' ' -f1)
+	[ "$want" = "$have" ] && return
+	if [ -d "$applied" ]; then
+		for p in $(ls -r "$applied"/*.patch 2>/dev/null); do
+			patch -s -p1 -R -d "$SRC" < "$p" || die "cannot revert $(basename "$p")"
+		done
+	fi
+	rm -rf "$applied"
+	mkdir -p "$applied"
+	for p in "$PROJECT"/kernel/patches/*.patch; do
+		[ -e "$p" ] || continue
+		say "patch $(basename "$p")"
+		patch -s -p1 --no-backup-if-mismatch -d "$SRC" < "$p" || die "$(basename "$p") does not apply"
+		cp "$p" "$applied/"
+	done
+}
+
+configure() {
+	local frags=("$PROJECT/kernel/config/base.config" "$PROJECT/kernel/config/ksm-$KSM.config")
+	local key
+	key=$({ cat "${frags[@]}" "$SRC/.rksm-patches"/*.patch 2>/dev/null || true; } | sha256sum | cut -d' ' -f1)
+	[ -f "$OBJ/.config" ] && [ "$(cat "$OBJ/.rksm-config" 2>/dev/null)" = "$key" ] && return
+	say "configure: tinyconfig + kernel/config/base.config + ksm-$KSM.config"
+	mkdir -p "$OBJ"
+	kmake -s tinyconfig >/dev/null
+	(cd "$SRC" && scripts/kconfig/merge_config.sh -m -O "$OBJ" "$OBJ/.config" "${frags[@]}") \
+		> "$B/logs/config-$KSM.log"
+	kmake -s olddefconfig >> "$B/logs/config-$KSM.log" 2>&1
+	# Every option the fragments ask for must have survived olddefconfig.
+	local bad=0 line sym
+	while read -r line; do
+		case $line in
+		CONFIG_*=*)
+			grep -qxF "$line" "$OBJ/.config" || { echo "config: wanted $line, got: $(grep "^${line%%=*}=" "$OBJ/.config" || echo 'not set')" >&2; bad=1; } ;;
+		"# CONFIG_"*" is not set")
+			sym=${line#\# }; sym=${sym%% *}
+			! grep -q "^$sym=" "$OBJ/.config" || { echo "config: wanted $sym unset" >&2; bad=1; } ;;
+		esac
+	done < <(cat "${frags[@]}")
+	[ $bad = 0 ] || die "the kernel config lacks options the fragments ask for (see above)"
+	echo "$key" > "$OBJ/.rksm-config"
+}
+
+build() {
+	local log=$B/logs/kernel-$KSM.log steps=0 total last="" t0=$SECONDS next=0 line
+	total=$(cat "$OBJ/.rksm-steps" 2>/dev/null || echo 0)
+	say "build KSM=$KSM (log: build/logs/kernel-$KSM.log)"
+	set +e
+	kmake -j"$(nproc)" ${CLIPPY:+CLIPPY=1} bzImage > "$log" 2>&1 &
+	local pid=$!
+	while IFS= read -r line; do
+		case $line in
+		"  "[A-Z]*) steps=$((steps + 1)); last=${line#"  "} ;;
+		esac
+		if [ $SECONDS -ge $next ]; then
+			if [ "$total" -gt 0 ]; then
+				printf '  [KSM=%s] %5d/%d steps  %s  %s\n' "$KSM" $steps "$total" "$(elapsed $((SECONDS - t0)))" "$last" >&2
+			else
+				printf '  [KSM=%s] %5d steps  %s  %s\n' "$KSM" $steps "$(elapsed $((SECONDS - t0)))" "$last" >&2
+			fi
+			next=$((SECONDS + 15))
+		fi
+	done < <(tail -n +1 -F --pid=$pid "$log" 2>/dev/null)
+	wait $pid
+	local rc=$?
+	set -e
+	if [ $rc != 0 ]; then
+		grep -E 'error|warning|Error' "$log" | head -40 >&2 || true
+		tail -n 30 "$log" >&2
+		die "kernel build failed (KSM=$KSM), full log: build/logs/kernel-$KSM.log"
+	fi
+	# The project's code builds without compiler or clippy warnings (rustc's and clippy's start a
+	# line; clang's name the file). The kernel's own code is not ours to fix.
+	if grep -nE '^(warning|error)(\[|:)|(samples/rust/rksm|kunit_suite|rust/kernel/(mm|rb|ksm|kthread|sysfs|slab)).*: warning:' "$log" >&2; then
+		die "the kernel build printed warnings (KSM=$KSM), see build/logs/kernel-$KSM.log"
+	fi
+	[ $steps -gt 50 ] && echo $steps > "$OBJ/.rksm-steps"
+	cp "$OBJ/arch/x86/boot/bzImage" "$B/bzImage-$KSM"
+	say "build/bzImage-$KSM ready ($steps steps, $(elapsed $((SECONDS - t0))))"
+}
+
+hash=$(inputs_hash)
+if [ -z "${FORCE:-}" ] && [ -f "$B/bzImage-$KSM" ] && [ "$(cat "$B/bzImage-$KSM.inputs" 2>/dev/null)" = "$hash" ]; then
+	say "build/bzImage-$KSM is up to date"
+	exit 0
+fi
+unpack
+apply_patches
+link_files
+configure
+build
+echo "$hash" > "$B/bzImage-$KSM.inputs"

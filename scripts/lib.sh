@@ -1,0 +1,34 @@
+# Shared settings for rksm's scripts: sourced, not run.
+# shellcheck shell=bash
+
+PROJECT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+B=$PROJECT/build
+SRC=$B/linux
+OBJ=$B/obj
+KVER=6.12
+TARBALL=/usr/src/linux-source-$KVER.tar.xz
+
+# ccache in masquerade mode: build/ccache-bin/clang is ccache, which runs llvm-19's clang.
+mkdir -p "$B/ccache-bin"
+[ -L "$B/ccache-bin/clang" ] || ln -sfn /usr/bin/ccache "$B/ccache-bin/clang"
+export PATH=$B/ccache-bin:/usr/lib/llvm-19/bin:${CARGO_HOME:-$HOME/.cargo}/bin:$PATH
+export LIBCLANG_PATH=/usr/lib/llvm-19/lib
+export CCACHE_DIR=${CCACHE_DIR:-$B/ccache}
+export CCACHE_BASEDIR=$B
+export CCACHE_NOHASHDIR=1
+export CCACHE_MAXSIZE=${CCACHE_MAXSIZE:-5G}
+
+# Every kernel make invocation: one source tree, one output directory.
+kmake() {
+	make -C "$SRC" O="$OBJ" LLVM=1 \
+		RUSTC=/usr/bin/rustc RUSTDOC=/usr/bin/rustdoc \
+		CLIPPY_DRIVER=/usr/bin/clippy-driver RUSTFMT=/usr/bin/rustfmt \
+		BINDGEN="${CARGO_HOME:-$HOME/.cargo}/bin/bindgen" "$@"
+}
+
+say() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
+die() { printf 'error: %s\n' "$*" >&2; exit 1; }
+
+elapsed() { # seconds -> "3m07s"
+	printf '%dm%02ds' $(($1 / 60)) $(($1 % 60))
+}

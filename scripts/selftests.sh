@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Build the kernel's own KSM selftests, unmodified, static, from the unpacked tree into
+# build/selftests/ (static so that they run in the guest whatever its libraries).
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+
+[ -f "$SRC/.rksm-unpacked" ] || die "the kernel tree is not unpacked: run make kernel"
+out=$B/selftests
+mkdir -p "$out"
+cd "$SRC/tools/testing/selftests/mm"
+for t in ksm_tests ksm_functional_tests; do
+	if [ -x "$out/$t" ] && [ "$out/$t" -nt "$t.c" ] && [ "$out/$t" -nt vm_util.c ]; then
+		continue
+	fi
+	say "build selftest $t"
+	gcc -O2 -static -Wall -I ../../../include/uapi -I ../../../include -I .. -I ../../../.. \
+		-o "$out/$t" "$t.c" vm_util.c thp_settings.c -lnuma -lrt -lpthread 2> "$B/logs/selftest-$t.log" ||
+		{ cat "$B/logs/selftest-$t.log" >&2; die "cannot build $t"; }
+done

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# One-time, idempotent host set-up for rksm: Debian packages, bindgen, nothing else.
+# Quiet when everything is already present.
+set -euo pipefail
+
+PKGS=(linux-source-6.12 rustc-web rust-web-src clang-19 lld-19 llvm-19 libclang-19-dev
+      qemu-system-x86 flex bison libelf-dev libssl-dev bc cpio ccache libnuma-dev
+      busybox-static python3 rsync kmod rust-web-clippy rustfmt-web)
+BINDGEN_VERSION=0.73.2
+
+missing=()
+for p in "${PKGS[@]}"; do
+	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+	echo "setup: installing Debian packages: ${missing[*]}"
+	export DEBIAN_FRONTEND=noninteractive
+	SUDO=; [ "$(id -u)" = 0 ] || SUDO=sudo
+	$SUDO apt-get update -qq
+	$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+BINDGEN=${CARGO_HOME:-$HOME/.cargo}/bin/bindgen
+if ! [ -x "$BINDGEN" ] || ! "$BINDGEN" --version 2>/dev/null | grep -q " $BINDGEN_VERSION"; then
+	echo "setup: cargo install bindgen-cli $BINDGEN_VERSION"
+	# Build bindgen with the system compiler so that no rustup toolchain is needed.
+	RUSTC=/usr/bin/rustc cargo install --quiet --locked --version "$BINDGEN_VERSION" bindgen-cli
+fi

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# make test: set up, build both kernels and the guest programs, boot each kernel once and run
+# every suite in it (KUnit at boot on the rksm kernel, the kernel's KSM selftests, rksm's
+# workloads), then print one table per suite and `N passed, N failed`. Exits non-zero on any
+# failure.
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+
+KERNELS=${KERNELS:-c rust}
+t0=$SECONDS
+"$PROJECT/scripts/setup.sh"
+for k in $KERNELS; do KSM=$k "$PROJECT/scripts/kernel.sh"; done
+"$PROJECT/scripts/selftests.sh"
+"$PROJECT/scripts/guest-progs.sh"
+
+rm -rf "$B/test"
+for k in $KERNELS; do
+	mkdir -p "$B/test/$k"
+	kunit=0
+	[ "$k" = rust ] && kunit=1
+	set +e
+	KSM=$k KUNIT=$kunit VM_RUN=$B/vm/test-$k TIMEOUT=${TEST_TIMEOUT:-2400} \
+		CMD="sh $PROJECT/tests/vm/guest-tests.sh $k" "$PROJECT/scripts/vm.sh"
+	echo $? > "$B/test/$k/vm.rc"
+	set -e
+done
+say "tests done in $(elapsed $((SECONDS - t0)))"
+# shellcheck disable=SC2086
+python3 "$PROJECT/tests/report.py" $KERNELS

@@ -1,0 +1,50 @@
+#!/bin/busybox sh
+# /init of rksm's test VM (busybox, in an initramfs). Mounts the host's root read-only and the
+# project read-write over 9p, runs the command from build/vm/<run>/cmd.sh in a chroot of the host
+# root with its output on ttyS1, records its exit status, and powers off.
+/bin/busybox mkdir -p /bin /proc /sys /dev /host
+/bin/busybox --install -s /bin
+export PATH=/bin
+mount -t proc proc /proc
+mount -t sysfs sysfs /sys
+mount -t devtmpfs devtmpfs /dev 2>/dev/null
+
+for a in $(cat /proc/cmdline); do
+	case $a in
+	rksm.proj=*) PROJ=${a#rksm.proj=} ;;
+	rksm.run=*) RUN=${a#rksm.run=} ;;
+	esac
+done
+
+fail() {
+	echo "vm-init: $*" > /dev/ttyS0
+	reboot -f
+}
+
+mount -t 9p -o trans=virtio,version=9p2000.L,ro,cache=loose,msize=262144 hostroot /host ||
+	fail "cannot mount the host root"
+mount -t proc proc /host/proc
+mount -t sysfs sysfs /host/sys
+mount -t devtmpfs devtmpfs /host/dev
+mkdir -p /host/dev/pts /host/dev/shm 2>/dev/null
+mount -t devpts devpts /host/dev/pts
+mount -t tmpfs tmpfs /host/dev/shm
+mount -t tmpfs tmpfs /host/tmp
+mount -t tmpfs tmpfs /host/run
+mount -t tmpfs tmpfs /host/root
+mount -t tracefs tracefs /host/sys/kernel/tracing 2>/dev/null
+mount -t 9p -o trans=virtio,version=9p2000.L,cache=none,msize=262144 proj "/host$PROJ" ||
+	fail "cannot mount the project directory"
+
+stty -F /dev/ttyS1 raw -echo 2>/dev/null
+echo "vm-init: running $RUN/cmd.sh" > /dev/ttyS0
+chroot /host /usr/bin/env -i HOME=/root TERM=dumb \
+	PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+	/bin/sh -c "cd \"\$(cat '$RUN/cwd')\" && exec /bin/sh '$RUN/cmd.sh'" \
+	< /dev/null > /dev/ttyS1 2>&1
+rc=$?
+echo "$rc" > "/host$RUN/rc"
+echo "vm-init: command exited with status $rc" > /dev/ttyS0
+sync
+umount "/host$PROJ" 2>/dev/null
+reboot -f

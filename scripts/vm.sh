@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# make vm KSM=rust|c CMD='...': boot build/bzImage-$KSM in QEMU (2 vCPUs, 2 GiB, two NUMA nodes;
+# KVM when a trial boot shows it works, TCG otherwise), run CMD in the guest with the host's file
+# system visible, print its output, and exit with its status. Exits non-zero too when the guest
+# kernel's log shows a splat (BUG, WARNING, Oops, KASAN, lockdep, panic) or the command never ran.
+#
+# Environment: KSM, CMD, KUNIT=1 (run the built-in KUnit suites at boot), KUNIT_FILTER (glob),
+# APPEND (more kernel arguments), TIMEOUT (seconds, default 1800), ACCEL (kvm|tcg), QUIET=1 (no
+# command output on stdout; it is still in the run directory), VM_RUN (run directory to use).
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+
+KSM=${KSM:-rust}
+CMD=${CMD:-true}
+TIMEOUT=${TIMEOUT:-1800}
+KERNEL=${KERNEL:-$B/bzImage-$KSM}
+[ -f "$KERNEL" ] || die "$KERNEL is missing: run make kernel KSM=$KSM"
+
+mkdir -p "$B/vm"
+INITRD=$B/vm/initramfs.cpio
+if ! [ -f "$INITRD" ] || [ "$PROJECT/scripts/vm-init.sh" -nt "$INITRD" ]; then
+	rm -rf "$B/vm/initramfs"
+	mkdir -p "$B/vm/initramfs/bin"
+	cp /bin/busybox "$B/vm/initramfs/bin/busybox"
+	cp "$PROJECT/scripts/vm-init.sh" "$B/vm/initramfs/init"
+	chmod +x "$B/vm/initramfs/init"
+	(cd "$B/vm/initramfs" && find . | cpio -o -H newc --quiet) > "$INITRD"
+fi
+
+RUN=$(realpath -m "${VM_RUN:-$B/vm/run-$KSM}")
+rm -rf "$RUN"
+mkdir -p "$RUN"
+printf '%s\n' "$CMD" > "$RUN/cmd.sh"
+pwd > "$RUN/cwd"
+
+qemu_cmd() { # accel, kernel args
+	local accel=$1 cpu=max
+	shift
+	[ "$accel" = kvm ] && cpu=qemu64
+	echo qemu-system-x86_64 -nodefaults -display none -no-reboot \
+		-machine q35 -accel "$accel" -cpu "$cpu" -smp 2,sockets=2,cores=1,threads=1 -m 2G \
+		-object memory-backend-ram,id=m0,size=1G -numa node,nodeid=0,cpus=0,memdev=m0 \
+		-object memory-backend-ram,id=m1,size=1G -numa node,nodeid=1,cpus=1,memdev=m1 \
+		-kernel "$KERNEL" -initrd "$INITRD" \
+		-virtfs local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap \
+		-virtfs "local,path=$PROJECT,mount_tag=proj,security_model=none,multidevs=remap" \
+		-device virtio-rng-pci
+}
+
+# KVM only if a short trial boot works (nested KVM here exists as a device but hangs guests).
+accel() {
+	if [ -n "${ACCEL:-}" ]; then echo "$ACCEL"; return; fi
+	if [ -f "$B/vm/accel" ]; then cat "$B/vm/accel"; return; fi
+	local a=tcg t=$B/vm/kvm-trial
+	if [ -r /dev/kvm ] && [ -w /dev/kvm ]; then
+		rm -rf "$t"; mkdir -p "$t"; echo true > "$t/cmd.sh"; pwd > "$t/cwd"
+		say "trial boot under KVM (once per machine)"
+		# shellcheck disable=SC2046
+		timeout 60 $(qemu_cmd kvm) -append "console=ttyS0 panic=-1 kunit.enable=0 rksm.proj=$PROJECT rksm.run=$t" \
+			-serial "file:$t/console.log" -serial null >/dev/null 2>&1 || true
+		[ "$(cat "$t/rc" 2>/dev/null)" = 0 ] && a=kvm
+	fi
+	echo $a > "$B/vm/accel"
+	echo $a
+}
+ACCEL=$(accel)
+if [ "$ACCEL" = tcg ]; then ACCEL_OPT=tcg,thread=multi; else ACCEL_OPT=kvm; fi
+
+KUNIT_ARGS="kunit.enable=0"
+if [ "${KUNIT:-0}" = 1 ]; then
+	KUNIT_ARGS="kunit.enable=1${KUNIT_FILTER:+ kunit.filter_glob=$KUNIT_FILTER}"
+fi
+APPEND_ALL="console=ttyS0 panic=-1 loglevel=7 $KUNIT_ARGS rksm.proj=$PROJECT rksm.run=$RUN ${APPEND:-}"
+
+say "boot bzImage-$KSM ($ACCEL, 2 vCPUs, 2 GiB, 2 NUMA nodes)"
+t0=$SECONDS
+set +e
+# shellcheck disable=SC2046
+timeout "$TIMEOUT" $(qemu_cmd "$ACCEL_OPT") -append "$APPEND_ALL" \
+	-serial "file:$RUN/console.log" -chardev "stdio,id=out,signal=off" -serial chardev:out \
+	< /dev/null | if [ "${QUIET:-0}" = 1 ]; then cat > "$RUN/output.log"; else tee "$RUN/output.log"; fi
+qrc=${PIPESTATUS[0]}
+set -e
+
+status=0
+if [ "$qrc" = 124 ]; then
+	echo "vm: timed out after ${TIMEOUT}s" >&2
+	status=124
+fi
+# Splats in the guest kernel's log fail the run whatever the command said.
+SPLAT='BUG:|WARNING:|Oops|KASAN|UBSAN|Kernel panic|general protection fault|possible circular locking|possible recursive locking|inconsistent lock state|DEBUG_LOCKS_WARN_ON|INFO: possible|INFO: task .* blocked|list_(add|del) corruption|Call Trace:'
+if grep -qE "$SPLAT" "$RUN/console.log" 2>/dev/null; then
+	echo "vm: the guest kernel log shows a problem (build/vm/$(basename "$RUN")/console.log):" >&2
+	grep -nE -A12 "$SPLAT" "$RUN/console.log" | head -60 >&2
+	status=3
+fi
+if ! [ -f "$RUN/rc" ]; then
+	echo "vm: the guest never finished the command (console: build/vm/$(basename "$RUN")/console.log)" >&2
+	tail -n 20 "$RUN/console.log" >&2 2>/dev/null || true
+	[ $status = 0 ] && status=2
+else
+	rc=$(cat "$RUN/rc")
+	[ $status = 0 ] && status=$rc
+fi
+say "vm: done in $(elapsed $((SECONDS - t0))), status $status"
+exit "$status"

@@ -1,0 +1,176 @@
+#!/usr/bin/env python3
+"""Turns what the test VMs left in build/test/ into tables and one verdict line.
+
+Inputs, per kernel K (c, rust):
+  build/test/K/<suite>/<name>.out and .rc   TAP output and exit status of each guest command
+  build/test/K/vm.rc                        exit status of scripts/vm.sh for that boot
+  build/vm/test-K/console.log               the guest kernel's log, KTAP of built-in KUnit suites
+
+A case passes when its TAP line says ok. A skip is a failure unless EXPECTED_SKIPS names it
+(README.md says why). A command that exits non-zero without a failing TAP line, or prints no
+TAP result at all, is a failure. A VM whose kernel log shows a splat, or that never finished,
+is a failure of its own. Prints one table per suite, then `N passed, N failed`; exits 1 on any
+failure.
+"""
+
+import os
+import re
+import sys
+
+# Skips that are expected, with the reason (keep README.md's "Expected skips" in step).
+EXPECTED_SKIPS = {}
+
+TAP_LINE = re.compile(r"^(\s*)(ok|not ok)\b\s*(\d+)?\s*(?:-\s*)?(.*?)\s*$")
+DMESG_PREFIX = re.compile(r"^\[\s*\d+\.\d+\]\s?")
+
+
+class Case:
+    def __init__(self, kernel, suite, name, status, detail=""):
+        self.kernel, self.suite, self.name = kernel, suite, name
+        self.status, self.detail = status, detail  # status: pass, fail, skip
+
+
+def parse_tap(text):
+    """Yields (name, status, detail) for the top-level results of a TAP document."""
+    results = []
+    for line in text.splitlines():
+        m = TAP_LINE.match(line)
+        if not m or m.group(1):
+            continue
+        desc = m.group(4)
+        status = "pass" if m.group(2) == "ok" else "fail"
+        skip = re.search(r"#\s*SKIP\b(.*)$", desc, re.I)
+        if skip:
+            status = "skip"
+            desc = desc[: skip.start()].strip() + " (skipped:%s)" % skip.group(1)
+        results.append((desc or "case %s" % m.group(3), status))
+    return results
+
+
+def parse_ktap(console, kernel):
+    """Leaf cases of the KUnit suites that ran at boot, from the guest console log."""
+    cases = []
+    lines = [DMESG_PREFIX.sub("", line.rstrip("\r\n")) for line in console.splitlines()]
+    suite = None
+    planned = {}
+    seen = {}
+    for line in lines:
+        m = re.match(r"^    # Subtest: (\S+)", line)
+        if m:
+            suite = m.group(1)
+            seen[suite] = 0
+            continue
+        m = re.match(r"^    1\.\.(\d+)", line)
+        if m and suite:
+            planned[suite] = int(m.group(1))
+            continue
+        m = TAP_LINE.match(line)
+        if m and suite and m.group(1) == "    ":
+            desc = m.group(4)
+            status = "pass" if m.group(2) == "ok" else "fail"
+            if re.search(r"#\s*SKIP", desc, re.I):
+                status = "skip"
+            cases.append(Case(kernel, "kunit:" + suite, desc.split(" #")[0], status))
+            seen[suite] += 1
+    for s, n in planned.items():
+        if seen.get(s, 0) < n:
+            cases.append(Case(kernel, "kunit:" + s, "cases after #%d" % seen.get(s, 0), "fail",
+                              "%d of %d planned cases never reported (crash?)" % (n - seen[s], n)))
+    return cases
+
+
+def collect(top, kernel):
+    cases = []
+    base = os.path.join(top, "build", "test", kernel)
+    vm_rc_file = os.path.join(base, "vm.rc")
+    if not os.path.exists(vm_rc_file):
+        return cases
+    for suite in sorted(os.listdir(base)):
+        d = os.path.join(base, suite)
+        if not os.path.isdir(d):
+            continue
+        for f in sorted(os.listdir(d)):
+            if not f.endswith(".out"):
+                continue
+            name = f[:-4]
+            text = open(os.path.join(d, f), errors="replace").read()
+            rcf = os.path.join(d, name + ".rc")
+            rc = int(open(rcf).read().strip() or 1) if os.path.exists(rcf) else None
+            results = parse_tap(text)
+            for desc, status in results:
+                cases.append(Case(kernel, suite, "%s: %s" % (name, desc), status))
+            if rc is None:
+                cases.append(Case(kernel, suite, name, "fail", "never finished"))
+            elif not results:
+                cases.append(Case(kernel, suite, name, "fail",
+                                  "no TAP result, exit %d: %s" % (rc, tail(text))))
+            elif rc not in (0, 4) and all(s != "fail" for _, s in results):
+                cases.append(Case(kernel, suite, name, "fail", "exit status %d" % rc))
+    console = os.path.join(top, "build", "vm", "test-" + kernel, "console.log")
+    if os.path.exists(console):
+        cases += parse_ktap(open(console, errors="replace").read(), kernel)
+    vm_rc = int(open(vm_rc_file).read().strip() or 1)
+    why = {0: "", 2: "the guest never finished its command", 3: "the guest kernel log shows a splat",
+           124: "the VM timed out"}.get(vm_rc, "vm exit status %d" % vm_rc)
+    cases.append(Case(kernel, "vm", "boot, run every suite, clean kernel log",
+                      "pass" if vm_rc == 0 else "fail", why))
+    return cases
+
+
+def tail(text, n=3):
+    lines = [x for x in text.strip().splitlines() if x.strip()]
+    return " | ".join(lines[-n:])[:300]
+
+
+def main():
+    top = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
+    cases = []
+    if sys.argv[1:2] == ["--kunit"]:
+        cases = parse_ktap(open(sys.argv[2], errors="replace").read(), "rust")
+    else:
+        for k in sys.argv[1:] or ["c", "rust"]:
+            cases += collect(top, k)
+    for c in cases:
+        if c.status == "skip":
+            key = (c.suite, c.name)
+            if key in EXPECTED_SKIPS:
+                c.status, c.detail = "pass", "expected skip: " + EXPECTED_SKIPS[key]
+            else:
+                c.status, c.detail = "fail", "skipped (a skip counts as a failure)"
+
+    groups = {}
+    for c in cases:
+        groups.setdefault((c.kernel, c.suite.split(":")[0] if c.suite.startswith("kunit:")
+                           else c.suite), []).append(c)
+    width = 100
+    for (kernel, suite), cs in groups.items():
+        npass = sum(c.status == "pass" for c in cs)
+        print()
+        print("%s  [kernel %s]  %d/%d passed" % (suite, kernel, npass, len(cs)))
+        print("-" * width)
+        if suite == "kunit":
+            per = {}
+            for c in cs:
+                per.setdefault(c.suite[6:], []).append(c)
+            for s, scs in per.items():
+                p = sum(c.status == "pass" for c in scs)
+                print("  %-60s %4d passed %4d failed" % (s, p, len(scs) - p))
+        for c in cs:
+            if suite == "kunit" and c.status == "pass":
+                continue
+            mark = "PASS" if c.status == "pass" else "FAIL"
+            print("  %-4s %-78s" % (mark, c.name[:78]))
+            if c.detail and c.status != "pass":
+                print("       %s" % c.detail[:200])
+    npass = sum(c.status == "pass" for c in cases)
+    nfail = len(cases) - npass
+    if not cases:
+        print("no test results found")
+        nfail = 1
+    print()
+    print("%d passed, %d failed" % (npass, nfail))
+    return 1 if nfail else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
