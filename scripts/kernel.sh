@@ -100,7 +100,9 @@ configure() {
 
 build() {
 	local log=$B/logs/kernel-$KSM.log steps=0 total last="" t0=$SECONDS next=0 line
-	total=$(cat "$OBJ/.rksm-steps" 2>/dev/null || echo 0)
+	# A full build's step count, shown as the total when the tree builds from nothing.
+	total=0
+	[ -f "$OBJ/vmlinux" ] || total=$(cat "$OBJ/.rksm-steps" 2>/dev/null || echo 2070)
 	say "build KSM=$KSM (log: build/logs/kernel-$KSM.log)"
 	set +e
 	kmake -j"$(nproc)" ${CLIPPY:+CLIPPY=1} bzImage > "$log" 2>&1 &
@@ -131,7 +133,7 @@ build() {
 	if grep -nE '^(warning|error)(\[|:)|(samples/rust/rksm|kunit_suite|rust/kernel/(mm|rb|ksm|kthread|sysfs|slab)).*: warning:' "$log" >&2; then
 		die "the kernel build printed warnings (KSM=$KSM), see build/logs/kernel-$KSM.log"
 	fi
-	[ $steps -gt 50 ] && echo $steps > "$OBJ/.rksm-steps"
+	[ $steps -gt 1000 ] && echo $steps > "$OBJ/.rksm-steps"
 	cp "$OBJ/arch/x86/boot/bzImage" "$B/bzImage-$KSM"
 	say "build/bzImage-$KSM ready ($steps steps, $(elapsed $((SECONDS - t0))))"
 }

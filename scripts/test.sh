@@ -2,7 +2,7 @@
 # make test: set up, build both kernels and the guest programs, boot each kernel once and run
 # every suite in it (KUnit at boot on the rksm kernel, the kernel's KSM selftests, rksm's
 # workloads), then print one table per suite and `N passed, N failed`. Exits non-zero on any
-# failure.
+# failure. FAULT=panic|warning|selftest injects a failure on purpose (tests/vm/guest-tests.sh).
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
@@ -20,7 +20,7 @@ for k in $KERNELS; do
 	[ "$k" = rust ] && kunit=1
 	set +e
 	KSM=$k KUNIT=$kunit VM_RUN=$B/vm/test-$k TIMEOUT=${TEST_TIMEOUT:-2400} \
-		CMD="sh $PROJECT/tests/vm/guest-tests.sh $k" "$PROJECT/scripts/vm.sh"
+		CMD="sh $PROJECT/tests/vm/guest-tests.sh $k ${FAULT:-}" "$PROJECT/scripts/vm.sh"
 	echo $? > "$B/test/$k/vm.rc"
 	set -e
 done

@@ -32,6 +32,7 @@ mount -t tmpfs tmpfs /host/dev/shm
 mount -t tmpfs tmpfs /host/tmp
 mount -t tmpfs tmpfs /host/run
 mount -t tmpfs tmpfs /host/root
+mount -t debugfs debugfs /host/sys/kernel/debug 2>/dev/null
 mount -t tracefs tracefs /host/sys/kernel/tracing 2>/dev/null
 mount -t 9p -o trans=virtio,version=9p2000.L,cache=none,msize=262144 proj "/host$PROJ" ||
 	fail "cannot mount the project directory"

@@ -56,7 +56,7 @@ accel() {
 		rm -rf "$t"; mkdir -p "$t"; echo true > "$t/cmd.sh"; pwd > "$t/cwd"
 		say "trial boot under KVM (once per machine)"
 		# shellcheck disable=SC2046
-		timeout 60 $(qemu_cmd kvm) -append "console=ttyS0 panic=-1 kunit.enable=0 rksm.proj=$PROJECT rksm.run=$t" \
+		timeout 20 $(qemu_cmd kvm) -append "console=ttyS0 panic=-1 kunit.enable=0 rksm.proj=$PROJECT rksm.run=$t" \
 			-serial "file:$t/console.log" -serial null >/dev/null 2>&1 || true
 		[ "$(cat "$t/rc" 2>/dev/null)" = 0 ] && a=kvm
 	fi

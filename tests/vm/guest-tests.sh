@@ -4,12 +4,23 @@
 # tests/report.py turns them into the verdict. Always exits 0: a failing test is a result.
 set -u
 kernel=$1
+# FAULT (second argument) injects a failure on purpose, to show that the harness catches it:
+#   panic     the guest kernel crashes (sysrq c) before the suites run
+#   warning   LKDTM provokes a kernel WARNING, then the suites run as usual
+#   selftest  a merged workload runs beside ksm_tests -M, whose exact global counters then fail
+fault=${2:-}
 top=$(cd "$(dirname "$0")/../.." && pwd)
 out=$top/build/test/$kernel
 st=$top/build/selftests
 mkdir -p "$out"
 
 n=0
+tries=1
+run_racy() { # like run, up to 3 attempts
+	tries=3
+	run "$@"
+	tries=1
+}
 run() { # suite name timeout command...
 	suite=$1 name=$2 limit=$3
 	shift 3
@@ -17,24 +28,52 @@ run() { # suite name timeout command...
 	mkdir -p "$out/$suite"
 	printf '[%s] %-12s %-28s ' "$kernel" "$suite" "$name"
 	start=$(date +%s)
-	timeout "$limit" "$@" > "$out/$suite/$name.out" 2>&1
-	rc=$?
+	try=1
+	while :; do
+		timeout "$limit" "$@" > "$out/$suite/$name.out" 2>&1
+		rc=$?
+		# A known-racy test may try again (run_racy); every attempt is recorded.
+		[ "$try" -ge "$tries" ] && break
+		[ $rc = 0 ] && ! grep -q '^not ok' "$out/$suite/$name.out" && break
+		echo "attempt $try: exit $rc: $(grep -m1 '^not ok' "$out/$suite/$name.out")" >> "$out/$suite/$name.attempts"
+		try=$((try + 1))
+	done
 	echo "$rc" > "$out/$suite/$name.rc"
-	printf 'exit %d  %ds\n' "$rc" $(($(date +%s) - start))
+	printf 'exit %d  %ds%s\n' "$rc" $(($(date +%s) - start)) "$([ $try -gt 1 ] && echo "  (attempt $try)")"
 }
 
-# The kernel's own KSM selftests, unmodified, every mode.
+# The kernel's own KSM selftests, unmodified, every mode. They run from their own directory:
+# ksm_functional_tests re-executes itself as ./ksm_functional_tests.
+cd "$st" || exit 1
+case $fault in
+panic)
+	echo "[$kernel] FAULT=panic: crashing the guest kernel on purpose"
+	echo c > /proc/sysrq-trigger ;;
+warning)
+	echo "[$kernel] FAULT=warning: provoking a kernel WARNING on purpose"
+	echo WARNING > /sys/kernel/debug/provoke-crash/DIRECT ;;
+selftest)
+	echo "[$kernel] FAULT=selftest: 8 MiB of equal pages merge beside ksm_tests -M"
+	sleep 600 | "$top/build/tests/ksmpages" -m best -s 8 > /dev/null &
+	sleep 1 ;;
+esac
 run ksm_tests M          300 "$st/ksm_tests" -M
+[ "$fault" = selftest ] && pkill -f 'build/tests/ksmpages' && pkill -x sleep
 run ksm_tests M_t1       300 "$st/ksm_tests" -M -t 1
 run ksm_tests U          300 "$st/ksm_tests" -U
 run ksm_tests Z_z0       300 "$st/ksm_tests" -Z -z 0
 run ksm_tests Z_z1       300 "$st/ksm_tests" -Z -z 1
-run ksm_tests N_m1       300 "$st/ksm_tests" -N -m 1
+# -N -m 1 races with ksmd's pass in progress (README, "Known-racy upstream tests"): up to 3 tries.
+run_racy ksm_tests N_m1  300 "$st/ksm_tests" -N -m 1
 run ksm_tests N_m0       300 "$st/ksm_tests" -N -m 0
 run ksm_tests P          600 "$st/ksm_tests" -P -s 64
 run ksm_tests H          600 "$st/ksm_tests" -H -s 64
 run ksm_tests C          300 "$st/ksm_tests" -C
-run ksm_functional_tests all 600 "$st/ksm_functional_tests"
+run ksm_functional_tests all 600 ./ksm_functional_tests
+cd "$top" || exit 1
+
+# What 6.12's test_prctl_fork_exec means to check, done right (see tests/vm/prctl_fork_exec.c).
+run prctl prctl_fork_exec 300 "$top/build/tests/prctl_fork_exec"
 
 # rksm's own workloads: full merge, every byte back, COW privacy, unmerge.
 for mode in best worst prefix; do

@@ -4,11 +4,12 @@
 Starts PROCS copies of ksmpages with one pattern, lets ksmd merge at full speed, shows progress,
 then checks that merging is real and exact:
   - KSM counters: pages_shared + pages_sharing reach every mapped page (for patterns that merge);
-  - page frames: through /proc/<pid>/pagemap and /proc/kpageflags every page is a KSM page, and
-    the same page index maps the same frame in every process;
+  - page frames: through /proc/<pid>/pagemap, merged pages share frames (as many distinct frames
+    as pages_shared, none mapped exclusively) and /proc/<pid>/ksm_merging_pages counts them all;
   - every byte of every page reads back as written;
   - optionally (--cow) a write after the merge stays private to its writer;
-  - optionally (--unmerge) MADV_UNMERGEABLE gives every process private pages again.
+  - optionally (--unmerge) MADV_UNMERGEABLE gives every process private pages again (distinct,
+    exclusively mapped frames; ksm_merging_pages only drops at ksmd's next scan, as in C KSM).
 
 Prints a progress line per second and either a table (default) or TAP lines (--tap), and can
 write its figures as JSON (--json).
@@ -24,7 +25,7 @@ import time
 
 KSM = "/sys/kernel/mm/ksm/"
 PAGE = 4096
-KPF_KSM = 1 << 21
+EXCLUSIVE = 1 << 56
 PFN_MASK = (1 << 55) - 1
 PRESENT = 1 << 63
 
@@ -62,13 +63,13 @@ class Proc:
         return self.p.stdout.readline().strip()
 
     def pfns(self):
-        """The page frame of every page of the area (0 where not present)."""
+        """(frame, exclusively mapped) of every page of the area (frame 0 where not present)."""
         with open("/proc/%d/pagemap" % self.p.pid, "rb") as f:
             f.seek(self.addr // PAGE * 8)
             raw = f.read(self.pages * 8)
         out = []
         for (e,) in struct.iter_unpack("<Q", raw):
-            out.append(e & PFN_MASK if e & PRESENT else 0)
+            out.append((e & PFN_MASK if e & PRESENT else 0, 1 if e & EXCLUSIVE else 0))
         return out
 
     def stop(self):
@@ -79,25 +80,21 @@ class Proc:
         self.p.wait(timeout=30)
 
 
-def kpageflags():
-    with open("/proc/kpageflags", "rb") as f:
-        raw = f.read()
-    return raw
+def frames(procs):
+    """(distinct frames, pages mapped exclusively, pages KSM counts as merging) over `procs`.
 
-
-def ksm_frames(procs):
-    """Returns (how many mapped pages are KSM frames, how many distinct frames back them)."""
-    flags = kpageflags()
-    nksm = 0
-    frames = set()
+    Read from /proc/<pid>/pagemap (frame numbers and the exclusively-mapped bit) and
+    /proc/<pid>/ksm_merging_pages. /proc/kpageflags is not used: 6.12's KPF_KSM is set for
+    every anonymous page (it tests `mapping & PAGE_MAPPING_KSM` for any bit).
+    """
+    distinct, exclusive, merging = set(), 0, 0
     for p in procs:
-        for pfn in p.pfns():
-            if pfn and (pfn + 1) * 8 <= len(flags):
-                (f,) = struct.unpack_from("<Q", flags, pfn * 8)
-                if f & KPF_KSM:
-                    nksm += 1
-            frames.add(pfn)
-    return nksm, len(frames)
+        for pfn, excl in p.pfns():
+            distinct.add(pfn)
+            exclusive += excl
+        with open("/proc/%d/ksm_merging_pages" % p.p.pid) as f:
+            merging += int(f.read())
+    return len(distinct), exclusive, merging
 
 
 def main():
@@ -201,10 +198,10 @@ def run_one(args, mode):
     if expect_merge:
         check(done_at is not None and shared + sharing == total,
               "%s: pages_shared + pages_sharing = %d of %d pages" % (tag, shared + sharing, total))
-        nksm, frames = ksm_frames(procs)
-        check(nksm == total and frames == shared,
-              "%s: %d of %d pages are KSM frames, %d distinct frames for %d pages_shared"
-              % (tag, nksm, total, frames, shared))
+        distinct, exclusive, merging = frames(procs)
+        check(distinct == shared and exclusive == 0 and merging == total,
+              "%s: %d distinct frames for %d pages_shared, %d pages exclusive, %d of %d merging"
+              % (tag, distinct, shared, exclusive, merging, total))
     else:
         check(shared + sharing == 0, "%s: nothing merged (%d)" % (tag, shared + sharing))
 
@@ -220,12 +217,12 @@ def run_one(args, mode):
 
     if args.unmerge:
         answers = [p.ask("unmerge") for p in procs]
-        nksm, _ = ksm_frames(procs)
+        distinct, exclusive, merging = frames(procs)
         verified = [p.ask("verify") for p in procs]
-        check(all(a == "ok" for a in answers) and nksm == 0
+        check(all(a == "ok" for a in answers) and distinct == total and exclusive == total
               and all(v.startswith("ok") for v in verified),
-              "%s: MADV_UNMERGEABLE leaves %d KSM frames, contents %s"
-              % (tag, nksm, ", ".join(verified)))
+              "%s: after MADV_UNMERGEABLE %d distinct frames, %d exclusive of %d; contents %s"
+              % (tag, distinct, exclusive, total, ", ".join(verified)))
 
     for p in procs:
         p.stop()

@@ -1,0 +1,112 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * prctl_fork_exec: PR_SET_MEMORY_MERGE survives fork() and execve(), and the new program's pages
+ * merge. This is what test_prctl_fork_exec of 6.12's ksm_functional_tests means to check; that
+ * test gives execv() an argv without its NULL terminator, so execve() fails with EFAULT there and
+ * the child goes on running the parent's remaining tests instead.
+ *
+ * Prints TAP. Needs root (it drives /sys/kernel/mm/ksm).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#ifndef PR_SET_MEMORY_MERGE
+#define PR_SET_MEMORY_MERGE 67
+#define PR_GET_MEMORY_MERGE 68
+#endif
+
+#define SIZE (2UL << 20)
+
+static long read_long(const char *path)
+{
+	char buf[64] = "";
+	int fd = open(path, O_RDONLY);
+	long v = -1;
+
+	if (fd >= 0) {
+		if (read(fd, buf, sizeof(buf) - 1) > 0)
+			v = strtol(buf, NULL, 10);
+		close(fd);
+	}
+	return v;
+}
+
+static int write_str(const char *path, const char *s)
+{
+	int fd = open(path, O_WRONLY);
+	int ok;
+
+	if (fd < 0)
+		return -1;
+	ok = write(fd, s, strlen(s)) == (ssize_t)strlen(s);
+	close(fd);
+	return ok ? 0 : -1;
+}
+
+/* The exec'd child: merging is on, and its own equal pages merge. Exit status says what failed. */
+static int child(void)
+{
+	long scans;
+	char *map;
+
+	if (prctl(PR_GET_MEMORY_MERGE, 0, 0, 0, 0) != 1)
+		return 2;
+	map = mmap(NULL, SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (map == MAP_FAILED)
+		return 3;
+	memset(map, 0xcf, SIZE);
+	if (write_str("/sys/kernel/mm/ksm/pages_to_scan", "10000") ||
+	    write_str("/sys/kernel/mm/ksm/sleep_millisecs", "0") ||
+	    write_str("/sys/kernel/mm/ksm/run", "1"))
+		return 4;
+	/* Two full scans: the first puts the pages in the unstable tree, the second merges. */
+	scans = read_long("/sys/kernel/mm/ksm/full_scans");
+	for (int i = 0; i < 6000 && read_long("/sys/kernel/mm/ksm/full_scans") < scans + 2; i++)
+		usleep(10000);
+	if (read_long("/proc/self/ksm_merging_pages") <= 0)
+		return 5;
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	char *args[] = { argv[0], "child", NULL };
+	int status;
+	pid_t pid;
+
+	if (argc > 1 && !strcmp(argv[1], "child"))
+		return child();
+
+	printf("TAP version 13\n1..2\n");
+	if (prctl(PR_SET_MEMORY_MERGE, 1, 0, 0, 0)) {
+		printf("not ok 1 PR_SET_MEMORY_MERGE=1 (errno %d)\nnot ok 2 # no child\n", errno);
+		return 1;
+	}
+	printf("ok 1 PR_SET_MEMORY_MERGE=1\n");
+	fflush(stdout);
+	pid = fork();
+	if (pid == 0) {
+		execv("/proc/self/exe", args);
+		_exit(127);
+	}
+	if (pid < 0 || waitpid(pid, &status, 0) != pid) {
+		printf("not ok 2 fork/waitpid failed\n");
+		return 1;
+	}
+	if (!WIFEXITED(status) || WEXITSTATUS(status)) {
+		printf("not ok 2 exec'd child: status %d (2 no merge flag, 3 mmap, 4 sysfs, 5 nothing merged, 127 exec)\n",
+		       WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+		return 1;
+	}
+	printf("ok 2 PR_SET_MEMORY_MERGE is inherited across fork and execve, and pages merge\n");
+	write_str("/sys/kernel/mm/ksm/run", "2");
+	return 0;
+}
