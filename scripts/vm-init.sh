@@ -34,6 +34,9 @@ mount -t tmpfs tmpfs /host/run
 mount -t tmpfs tmpfs /host/root
 mount -t debugfs debugfs /host/sys/kernel/debug 2>/dev/null
 mount -t tracefs tracefs /host/sys/kernel/tracing 2>/dev/null
+# The project may live under a directory the tmpfs mounts above just hid (a clone in /tmp, say):
+# its mount point is made afresh there.
+mkdir -p "/host$PROJ" 2>/dev/null
 mount -t 9p -o trans=virtio,version=9p2000.L,cache=none,msize=262144 proj "/host$PROJ" ||
 	fail "cannot mount the project directory"
 

@@ -20,8 +20,9 @@ PATCHES = [
     (
         "mm-ksm-make-the-implementation-a-Kconfig-choice",
         "mm: ksm: make the implementation a Kconfig choice",
-        """Let the configuration choose between the C KSM of mm/ksm.c and rksm, the Rust KSM that lives in
-samples/rust/rksm. Both kernels then come from one tree and one configuration but for this choice.""",
+        """Let the configuration choose between the C KSM of mm/ksm.c and rksm,
+the Rust KSM that lives in samples/rust/rksm. Both kernels then come from
+one tree and one configuration but for this choice.""",
         [
             ("mm/Kconfig", [(
                 """	  until a program has madvised that an area is MADV_MERGEABLE, and
@@ -37,10 +38,16 @@ choice
 	help
 	  Selects which implementation of Kernel Samepage Merging is built.
 	  Both provide the interface of <linux/ksm.h>, madvise(MADV_MERGEABLE),
-	  prctl(PR_SET_MEMORY_MERGE) and /sys/kernel/mm/ksm.
+	  prctl(PR_SET_MEMORY_MERGE), /sys/kernel/mm/ksm and the KSM entries
+	  of /proc/<pid>, so that programs cannot tell them apart.
 
 config KSM_C
 	bool "C implementation (mm/ksm.c)"
+	help
+	  The C implementation of KSM in mm/ksm.c: stable and unstable
+	  red-black trees indexed by page contents, scanned by one ksmd
+	  kernel thread.
+	  If unsure, say Y.
 
 config KSM_RUST
 	bool "Rust implementation (rksm)"
@@ -48,7 +55,10 @@ config KSM_RUST
 	select SAMPLES
 	select SAMPLES_RUST
 	help
-	  rksm: KSM written in Rust, in samples/rust/rksm.
+	  rksm: KSM written in Rust, in samples/rust/rksm, meant to give
+	  the same user interface as mm/ksm.c. Until it can stand in for
+	  mm/ksm.c, the C implementation is still built beside it.
+	  If unsure, say N.
 
 endchoice
 """)]),
@@ -61,15 +71,23 @@ endchoice
     (
         "rust-kernel-add-the-modules-rksm-needs",
         "rust: kernel: add the modules rksm needs",
-        """Declare the abstractions that rksm adds to the kernel crate, and the C headers and helpers they
-use: KUnit suites written in Rust.""",
+        """Declare the abstractions that rksm adds to the kernel crate, and the
+C headers and helpers they use: KUnit suites written in Rust, intrusive
+red-black trees searched by a comparison the caller runs, intrusive hash
+lists, and memory management (page contents).""",
         [
             ("rust/kernel/lib.rs", [
                 ("#[cfg(CONFIG_KUNIT)]\npub mod kunit;\n",
                  "#[cfg(CONFIG_KUNIT)]\npub mod kunit;\n#[cfg(CONFIG_KUNIT)]\npub mod kunit_suite;\n"),
+                ("pub mod list;\n", "pub mod hlist;\npub mod list;\npub mod mm;\n"),
+                ("pub mod rbtree;\n", "pub mod rbtree;\npub mod search_tree;\n"),
             ]),
             ("rust/helpers/helpers.c", [
                 ('#include "kunit.c"\n', '#include "kunit.c"\n#include "kunit_suite.c"\n'),
+            ]),
+            ("rust/bindings/bindings_helper.h", [
+                ("#include <linux/workqueue.h>\n",
+                 "#include <linux/workqueue.h>\n#include <linux/xxhash.h>\n"),
             ]),
         ],
     ),
@@ -96,6 +114,7 @@ def main():
                 if new.count(anchor) != 1:
                     sys.exit("%s: anchor occurs %d times: %r" % (path, new.count(anchor), anchor))
                 new = new.replace(anchor, repl)
+            diffs.append("diff --git a/%s b/%s\n" % (path, path))
             diffs += difflib.unified_diff(s.splitlines(True), new.splitlines(True),
                                           "a/" + path, "b/" + path)
         fn = os.path.join(OUT, "%04d-%s.patch" % (n, name))

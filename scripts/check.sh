@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# make check: the project's own files through the kernel's style tools: rustfmt (with the
+# kernel's .rustfmt.toml) on every Rust file, checkpatch.pl on every patch and every C file.
+# Exits non-zero on any complaint.
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+
+[ -f "$SRC/.rksm-unpacked" ] || die "the kernel tree is not unpacked: run make kernel"
+cd "$PROJECT"
+bad=0
+
+# rustfmt follows symlinks to the real files, where the rksm crate's `mod kunit;` (tests/kunit,
+# linked into the tree as samples/rust/rksm/kunit) would not resolve: the crate is checked in a
+# dereferenced copy of its tree directory, and every other file in place.
+fmt=(/usr/bin/rustfmt --check --edition 2021 --config-path "$SRC/.rustfmt.toml")
+mapfile -t rs < <(find rust -name '*.rs' | sort)
+say "rustfmt --check: ${#rs[@]} files in rust/, and the rksm crate with tests/kunit"
+"${fmt[@]}" "${rs[@]}" || bad=1
+rm -rf "$B/fmt" && mkdir -p "$B/fmt" && cp -rL "$SRC/samples/rust/rksm" "$B/fmt/rksm"
+(cd "$B/fmt/rksm" && "${fmt[@]}" rksm.rs) || bad=1
+
+# checkpatch reads patches on stdin: given a path that git tracks, it would check the patch file
+# as if it were source.
+cp_args=(--no-tree --quiet --show-types --ignore FILE_PATH_CHANGES,SPDX_LICENSE_TAG)
+for p in kernel/patches/*.patch; do
+	say "checkpatch $p"
+	"$SRC/scripts/checkpatch.pl" "${cp_args[@]}" --strict - < "$p" || bad=1
+done
+for c in rust/helpers/*.c; do
+	say "checkpatch -f $c"
+	"$SRC/scripts/checkpatch.pl" "${cp_args[@]}" --strict -f "$c" || bad=1
+done
+# Userspace test programs: kernel style, but with libc's types.
+for c in tests/vm/*.c; do
+	say "checkpatch -f $c"
+	"$SRC/scripts/checkpatch.pl" "${cp_args[@]}" --ignore PREFER_KERNEL_TYPES -f "$c" || bad=1
+done
+[ $bad = 0 ] || die "style check failed"
+say "style: clean"
