@@ -9,6 +9,7 @@
 #   make bench                 C KSM and rksm side by side
 #   make clippy                the Rust code through clippy (CLIPPY=1), warnings are errors
 #   make check                 rustfmt --check and checkpatch on the project's own files
+#   make fmt                   rustfmt the project's Rust in place
 
 KSM ?= rust
 CMD ?= true
@@ -16,7 +17,7 @@ export KSM CMD
 
 S := scripts
 
-.PHONY: all setup kernel kernels vm kunit test run bench clippy check clean distclean
+.PHONY: all setup kernel kernels vm kunit test run bench clippy check fmt clean distclean
 
 all: test
 
@@ -51,6 +52,9 @@ clippy: setup
 
 check:
 	@$(S)/check.sh
+
+fmt:
+	@FIX=1 $(S)/check.sh
 
 clean:
 	rm -rf build/vm build/test build/tests build/selftests build/bench build/bzImage-*

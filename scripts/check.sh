@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # make check: the project's own files through the kernel's style tools: rustfmt (with the
 # kernel's .rustfmt.toml) on every Rust file, checkpatch.pl on every patch and every C file.
-# Exits non-zero on any complaint.
+# Exits non-zero on any complaint. FIX=1 (make fmt) rewrites the Rust files instead of checking.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
@@ -12,12 +12,25 @@ bad=0
 # rustfmt follows symlinks to the real files, where the rksm crate's `mod kunit;` (tests/kunit,
 # linked into the tree as samples/rust/rksm/kunit) would not resolve: the crate is checked in a
 # dereferenced copy of its tree directory, and every other file in place.
-fmt=(/usr/bin/rustfmt --check --edition 2021 --config-path "$SRC/.rustfmt.toml")
+fmt=(/usr/bin/rustfmt --edition 2021 --config-path "$SRC/.rustfmt.toml")
+[ "${FIX:-0}" = 1 ] || fmt+=(--check)
 mapfile -t rs < <(find rust -name '*.rs' | sort)
-say "rustfmt --check: ${#rs[@]} files in rust/, and the rksm crate with tests/kunit"
+say "rustfmt${FIX:+ (fix)}: ${#rs[@]} files in rust/, and the rksm crate with tests/kunit"
 "${fmt[@]}" "${rs[@]}" || bad=1
 rm -rf "$B/fmt" && mkdir -p "$B/fmt" && cp -rL "$SRC/samples/rust/rksm" "$B/fmt/rksm"
 (cd "$B/fmt/rksm" && "${fmt[@]}" rksm.rs) || bad=1
+if [ "${FIX:-0}" = 1 ]; then
+	# Copy the formatted crate back: kunit/ is tests/kunit, the rest samples/rust/rksm.
+	for f in $(cd "$B/fmt/rksm" && find . -name '*.rs'); do
+		case $f in
+		./kunit/*) dst=tests/kunit/${f#./kunit/} ;;
+		*) dst=samples/rust/rksm/${f#./} ;;
+		esac
+		cmp -s "$B/fmt/rksm/$f" "$dst" || cp "$B/fmt/rksm/$f" "$dst"
+	done
+	say "formatted"
+	exit 0
+fi
 
 # checkpatch reads patches on stdin: given a path that git tracks, it would check the patch file
 # as if it were source.

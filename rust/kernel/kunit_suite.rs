@@ -70,6 +70,42 @@ pub fn report_failure(file: &CStr, line: u32, args: fmt::Arguments<'_>) {
     }
 }
 
+/// Turns an error into a test failure reported where it happened: `setup().check()?`.
+pub trait Check<T> {
+    /// The value, or a failure of the current test naming the caller's file and line.
+    fn check(self) -> core::result::Result<T, Failed>;
+}
+
+#[track_caller]
+fn fail_here(what: fmt::Arguments<'_>) -> Failed {
+    let loc = core::panic::Location::caller();
+    // `Location::file` is not NUL-terminated: copy it into a C string (cut if very long).
+    let mut buf = [0u8; 128];
+    let name = loc.file().as_bytes();
+    let n = name.len().min(buf.len() - 1);
+    buf[..n].copy_from_slice(&name[..n]);
+    let file = CStr::from_bytes_with_nul(&buf[..=n]).unwrap_or(crate::c_str!("?"));
+    report_failure(file, loc.line(), what);
+    Failed
+}
+
+impl<T, E: fmt::Debug> Check<T> for core::result::Result<T, E> {
+    #[track_caller]
+    fn check(self) -> core::result::Result<T, Failed> {
+        match self {
+            Ok(v) => Ok(v),
+            Err(e) => Err(fail_here(format_args!("unexpected error: {:?}", e))),
+        }
+    }
+}
+
+impl<T> Check<T> for Option<T> {
+    #[track_caller]
+    fn check(self) -> core::result::Result<T, Failed> {
+        self.ok_or_else(|| fail_here(format_args!("unexpected None")))
+    }
+}
+
 /// Runs one test function and records its outcome (used by [`kunit_suite!`]).
 ///
 /// [`kunit_suite!`]: crate::kunit_suite!

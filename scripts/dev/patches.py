@@ -74,13 +74,14 @@ endchoice
         """Declare the abstractions that rksm adds to the kernel crate, and the
 C headers and helpers they use: KUnit suites written in Rust, intrusive
 red-black trees searched by a comparison the caller runs, intrusive hash
-lists, and memory management (page contents).""",
+lists, memory management (page contents), and KVec::pop and swap_remove.""",
         [
             ("rust/kernel/lib.rs", [
                 ("#[cfg(CONFIG_KUNIT)]\npub mod kunit;\n",
                  "#[cfg(CONFIG_KUNIT)]\npub mod kunit;\n#[cfg(CONFIG_KUNIT)]\npub mod kunit_suite;\n"),
                 ("pub mod list;\n", "pub mod hlist;\npub mod list;\npub mod mm;\n"),
                 ("pub mod rbtree;\n", "pub mod rbtree;\npub mod search_tree;\n"),
+                ("pub mod ioctl;\n", "pub mod ioctl;\nmod kvec_ext;\n"),
             ]),
             ("rust/helpers/helpers.c", [
                 ('#include "kunit.c"\n', '#include "kunit.c"\n#include "kunit_suite.c"\n'),

@@ -145,10 +145,10 @@ int main(int argc, char **argv)
 				printf("bad %d\n", errno);
 			else
 				printf("ok\n");
-		} else if (!strncmp(line, "quit", 4)) {
-			break;
-		} else {
+		} else if (strncmp(line, "quit", 4)) {
 			printf("bad command\n");
+		} else {
+			break;
 		}
 next:
 		;

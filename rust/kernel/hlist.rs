@@ -1,0 +1,461 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Intrusive lists with a small head, like C's `struct hlist_head`, on [`TreeLinks`].
+//!
+//! C header: [`include/linux/list.h`](srctree/include/linux/list.h)
+//!
+//! An [`HList`] links elements owned elsewhere through the same [`TreeLinks`] that put them into
+//! a [`crate::search_tree`] tree, so that one field of an element can place it in a tree, on a
+//! list, or in neither. An element on a list knows the list's head, which gives O(1) removal from
+//! the element's side and lets the element find the owner of the list ([`owner_of`]).
+//!
+//! # Who may change a list
+//!
+//! Lists live inside other objects (KSM keeps one in each stable node, inside a tree that owns
+//! the nodes), where `&mut` access is hard to come by. They are governed instead by a *token*: a
+//! value of a type of which at most one value exists at any time ([`Token`], made by
+//! [`define_token!`]), and which may move between threads but not be shared by them.
+//!
+//! - Taking elements off a list ([`unlink`], [`HList::clear`]) takes `&mut` of the token: it is
+//!   what may let an element, or a list's owner, be freed.
+//! - Reading a list and adding to one take `&` of it; the references a list hands out live no
+//!   longer than that borrow, so nothing they point to can be taken off and freed meanwhile.
+//!   Since the token is not `Sync`, all holders of `&` are on one thread, whose operations do not
+//!   interleave.
+//!
+//! The rules of [`crate::search_tree`] keep the raw pointers valid: elements and heads are pinned,
+//! and links or a non-empty head panic (`BUG()`) when dropped.
+//!
+//! # Examples
+//!
+//! ```
+//! use kernel::hlist::{self, HList, HListNode, HListOwner};
+//! use kernel::search_tree::{TreeLinks, TreeNode};
+//! use kernel::prelude::*;
+//!
+//! kernel::define_token!(DocToken);
+//!
+//! struct Item {
+//!     links: TreeLinks,
+//!     value: u32,
+//! }
+//! impl TreeNode for Item {
+//!     const LINKS_OFFSET: usize = core::mem::offset_of!(Item, links);
+//!     fn tree_links(&self) -> Option<&TreeLinks> {
+//!         Some(&self.links)
+//!     }
+//! }
+//! impl HListNode for Item {
+//!     type Owner = Bag;
+//!     type Token = DocToken;
+//! }
+//!
+//! struct Bag {
+//!     items: HList<Item, DocToken>,
+//! }
+//! impl HListOwner<Item, DocToken> for Bag {
+//!     const HEAD_OFFSET: usize = core::mem::offset_of!(Bag, items);
+//!     fn hlist(&self) -> &HList<Item, DocToken> {
+//!         &self.items
+//!     }
+//! }
+//!
+//! let mut token = DocToken::acquire().ok_or(EBUSY)?;
+//! let bag = KBox::pin(Bag { items: HList::new() }, GFP_KERNEL)?;
+//! let a = KBox::pin(Item { links: TreeLinks::new(), value: 1 }, GFP_KERNEL)?;
+//! let b = KBox::pin(Item { links: TreeLinks::new(), value: 2 }, GFP_KERNEL)?;
+//! HList::push_front(bag.as_ref(), &token, a.as_ref())?;
+//! HList::push_front(bag.as_ref(), &token, b.as_ref())?;
+//! assert_eq!(bag.items.len(), 2);
+//! assert!(core::ptr::eq(hlist::owner_of(&*a, &token).unwrap(), &*bag));
+//! assert!(hlist::unlink(&*a, &mut token));
+//! assert_eq!(bag.items.iter(&token).map(|i| i.value).sum::<u32>(), 2);
+//! bag.items.clear(&mut token, |_| {});
+//! # Ok::<(), Error>(())
+//! ```
+
+use crate::{
+    bindings,
+    error::code::*,
+    prelude::*,
+    search_tree::{LinkTree, Linked, Occupied, TreeLinks, TreeNode},
+    types::Opaque,
+};
+use core::{
+    marker::{PhantomData, PhantomPinned},
+    pin::Pin,
+    ptr,
+    sync::atomic::{AtomicUsize, Ordering},
+};
+
+/// A type of which at most one value exists at any time, and which is not `Sync`.
+///
+/// Holding `&mut` of the value proves exclusive access to everything the type governs; holding
+/// `&` of it proves that no one takes anything away meanwhile, and that the holder is the one
+/// thread that may use it.
+///
+/// # Safety
+///
+/// No two values of the implementing type may exist at the same time, and the type must not be
+/// `Sync`. Use [`define_token!`], which checks the first at run time and ensures the second.
+pub unsafe trait Token {}
+
+/// Defines a [`Token`] type: `define_token!(Name)` makes `Name`, whose only constructor
+/// `Name::acquire()` returns `None` while another `Name` exists.
+#[macro_export]
+macro_rules! define_token {
+    ($vis:vis $name:ident) => {
+        /// A token: at most one exists at a time (see [`kernel::hlist::Token`]).
+        $vis struct $name {
+            // Not `Sync`: shared references to the token stay on one thread.
+            _not_sync: ::core::marker::PhantomData<::core::cell::Cell<()>>,
+        }
+
+        impl $name {
+            fn taken() -> &'static ::core::sync::atomic::AtomicBool {
+                static TAKEN: ::core::sync::atomic::AtomicBool =
+                    ::core::sync::atomic::AtomicBool::new(false);
+                &TAKEN
+            }
+
+            /// The token, unless it exists already.
+            #[allow(dead_code)]
+            $vis fn acquire() -> ::core::option::Option<Self> {
+                Self::taken()
+                    .compare_exchange(
+                        false,
+                        true,
+                        ::core::sync::atomic::Ordering::Acquire,
+                        ::core::sync::atomic::Ordering::Relaxed,
+                    )
+                    .ok()
+                    .map(|_| Self {
+                        _not_sync: ::core::marker::PhantomData,
+                    })
+            }
+        }
+
+        impl ::core::ops::Drop for $name {
+            fn drop(&mut self) {
+                Self::taken().store(false, ::core::sync::atomic::Ordering::Release);
+            }
+        }
+
+        // SAFETY: `acquire` is the only way to make a value, and it succeeds only while no other
+        // value exists (the flag is set while one does, and cleared when it is dropped). The
+        // `Cell` marker keeps the type from being `Sync`.
+        unsafe impl $crate::hlist::Token for $name {}
+    };
+}
+
+/// The words of [`TreeLinks`] as a list uses them.
+#[repr(C)]
+struct ListWords {
+    /// The next element's links, or null.
+    next: *mut ListWords,
+    /// The `next` field of the previous element, or the head's `first`.
+    pprev: *mut *mut ListWords,
+    /// The address of the head, with bit 0 set.
+    head: usize,
+}
+
+/// An element of an [`HList`]; its links are those of its [`TreeNode`] implementation.
+pub trait HListNode: TreeNode {
+    /// The type of the objects whose lists the element goes on.
+    type Owner: HListOwner<Self, Self::Token>;
+    /// The token that governs those lists.
+    type Token: Token;
+}
+
+/// An object that holds an [`HList`]. Safe to implement: the offset is checked when linking.
+pub trait HListOwner<T: HListNode, K: Token>: Sized {
+    /// The offset in bytes of the [`HList`] from the start of the owner.
+    const HEAD_OFFSET: usize;
+
+    /// The list.
+    fn hlist(&self) -> &HList<T, K>;
+}
+
+/// A list of `T`s, newest first, governed by the token type `K`.
+///
+/// # Invariants
+///
+/// `first` and the `next` words from it reach exactly `len` links, each the [`TreeLinks`] of a
+/// pinned, live `T` at `T::LINKS_OFFSET`, in list mode, whose head word is this list's address
+/// with bit 0 set; the first element's `pprev` points at `first`, every other's at its
+/// predecessor's `next`. If non-empty, the list lies at `Owner::HEAD_OFFSET` inside a pinned
+/// owner. The list is only changed with the token held exclusively.
+pub struct HList<T: HListNode, K: Token> {
+    first: Opaque<*mut ListWords>,
+    len: AtomicUsize,
+    _p: PhantomData<(*const T, *const K)>,
+    _pin: PhantomPinned,
+}
+
+// SAFETY: The list hands out `&T` and is changed only with the token held exclusively.
+unsafe impl<T: HListNode + Sync, K: Token> Send for HList<T, K> {}
+// SAFETY: As above.
+unsafe impl<T: HListNode + Sync, K: Token> Sync for HList<T, K> {}
+
+impl<T: HListNode, K: Token> Default for HList<T, K> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+fn words_of<T: TreeNode>(elem: &T) -> Option<(*mut ListWords, &TreeLinks)> {
+    const { assert!(T::LINKS_OFFSET + core::mem::size_of::<TreeLinks>() <= core::mem::size_of::<T>()) };
+    let links = elem.tree_links()?;
+    let offset = (links as *const TreeLinks as usize).wrapping_sub(elem as *const T as usize);
+    (offset == T::LINKS_OFFSET).then_some((links.raw().cast::<ListWords>(), links))
+}
+
+/// The element whose links are at `words`.
+///
+/// # Safety
+///
+/// `words` are the links, at `T::LINKS_OFFSET`, of a live `T`.
+unsafe fn elem_of<'a, T: TreeNode>(words: *mut ListWords) -> &'a T {
+    // SAFETY: By the safety requirements.
+    unsafe { &*words.cast::<u8>().sub(T::LINKS_OFFSET).cast::<T>() }
+}
+
+impl<T: HListNode, K: Token> HList<T, K> {
+    /// An empty list.
+    pub const fn new() -> Self {
+        Self {
+            first: Opaque::new(ptr::null_mut()),
+            len: AtomicUsize::new(0),
+            _p: PhantomData,
+            _pin: PhantomPinned,
+        }
+    }
+
+    /// The number of elements.
+    pub fn len(&self) -> usize {
+        self.len.load(Ordering::Relaxed)
+    }
+
+    /// Whether the list is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn tag(&self) -> usize {
+        self as *const Self as usize | 1
+    }
+
+    /// The list of `owner`, checked to lie at `HEAD_OFFSET` inside it.
+    fn of_owner<O: HListOwner<T, K>>(owner: &O) -> Result<&Self> {
+        const { assert!(O::HEAD_OFFSET + core::mem::size_of::<Self>() <= core::mem::size_of::<O>()) };
+        let list = owner.hlist();
+        let offset = (list as *const Self as usize).wrapping_sub(owner as *const O as usize);
+        if offset == O::HEAD_OFFSET {
+            Ok(list)
+        } else {
+            Err(EINVAL)
+        }
+    }
+
+    /// Links free `words` at the front of this list.
+    ///
+    /// # Safety
+    ///
+    /// `words` are free links of a pinned `T` at `T::LINKS_OFFSET`; the list is pinned inside
+    /// its owner at `HEAD_OFFSET`; the caller holds the token (so this thread is the only one
+    /// that touches lists of this token type now).
+    unsafe fn link_front(&self, words: *mut ListWords) {
+        let first = self.first.get();
+        // SAFETY: `first` is this list's head pointer and `words` are free links; the token
+        // keeps every other thread away from these pointers, and this thread does nothing else
+        // with them meanwhile.
+        unsafe {
+            let old = *first;
+            (*words).next = old;
+            if !old.is_null() {
+                (*old).pprev = ptr::addr_of_mut!((*words).next);
+            }
+            *first = words;
+            (*words).pprev = first;
+            (*words).head = self.tag();
+        }
+        // INVARIANT: `words` are reachable from `first`, in list mode with this list's tag.
+        self.len.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Adds `elem` at the front of the list of `owner`.
+    ///
+    /// Fails with `EINVAL` if `elem` has no links at its declared offset or the list is not at
+    /// the owner's declared offset, and with `EBUSY` if `elem` is already in a tree or on a list.
+    pub fn push_front<O: HListOwner<T, K>>(owner: Pin<&O>, _token: &K, elem: Pin<&T>) -> Result {
+        let list = Self::of_owner(owner.get_ref())?;
+        let (words, links) = words_of(elem.get_ref()).ok_or(EINVAL)?;
+        if links.is_linked() {
+            return Err(EBUSY);
+        }
+        // SAFETY: `words` are free links at the element's checked offset; `owner` is pinned, so
+        // is its list, at its checked offset; `_token` is held, on this thread only.
+        unsafe { list.link_front(words) };
+        Ok(())
+    }
+
+    /// Takes the element a walk of `tree` stopped at out of the tree and adds it at the front of
+    /// the list of `owner`, without ever leaving it unlinked.
+    ///
+    /// Fails, leaving the element in the tree, if the list is not at the owner's declared offset.
+    pub fn move_from_tree<O: HListOwner<T, K>>(
+        owner: Pin<&O>,
+        _token: &K,
+        stopped: Occupied<'_, T, LinkTree<T>>,
+    ) -> Result {
+        let list = Self::of_owner(owner.get_ref())?;
+        let elem = stopped.unlink_linked();
+        // `elem` was in the tree, so its links are at its checked offset, and it is pinned.
+        let (words, _) = words_of(elem).ok_or(EINVAL)?;
+        // SAFETY: The links were just unlinked from the tree (free now) and belong to a pinned
+        // element at its offset; `owner` is pinned; `_token` is held, on this thread only.
+        unsafe { list.link_front(words) };
+        Ok(())
+    }
+
+    /// The elements, newest first, for as long as the token is borrowed.
+    pub fn iter<'t>(&'t self, _token: &'t K) -> impl Iterator<Item = Pin<&'t T>> + 't {
+        // SAFETY: `first` is valid for reads; the shared token excludes writers.
+        let mut cur = unsafe { *self.first.get() };
+        core::iter::from_fn(move || {
+            if cur.is_null() {
+                return None;
+            }
+            // SAFETY: `cur` are links on this list (type invariant), of a live, pinned `T`, which
+            // cannot be unlinked (hence freed) while the token is borrowed.
+            let elem = unsafe {
+                let elem = elem_of::<T>(cur);
+                cur = (*cur).next;
+                elem
+            };
+            // SAFETY: Elements on a list are pinned.
+            Some(unsafe { Pin::new_unchecked(elem) })
+        })
+    }
+
+    /// Unlinks every element, calling `each` for each.
+    pub fn clear(&self, _token: &mut K, mut each: impl FnMut(&T)) {
+        // SAFETY: `first` is valid; the exclusive token excludes every other reader and writer.
+        let mut cur = unsafe { *self.first.get() };
+        while !cur.is_null() {
+            // SAFETY: `cur` are links on this list, of a live `T` (type invariant).
+            let next = unsafe { (*cur).next };
+            // SAFETY: Nothing refers to `cur` once the head is reset below.
+            unsafe { TreeLinks::clear_raw(cur.cast::<bindings::rb_node>()) };
+            // SAFETY: The element is alive: it was linked until now, and is owned elsewhere.
+            each(unsafe { elem_of::<T>(cur) });
+            cur = next;
+        }
+        // SAFETY: As above.
+        unsafe { *self.first.get() = ptr::null_mut() };
+        // INVARIANT: Nothing is reachable.
+        self.len.store(0, Ordering::Relaxed);
+    }
+}
+
+impl<T: HListNode, K: Token> Drop for HList<T, K> {
+    fn drop(&mut self) {
+        // Elements point back at the head: it must not go while they are linked.
+        if !self.is_empty() {
+            panic!("hlist: list dropped while elements are still on it");
+        }
+    }
+}
+
+/// The list `elem` is on, if it is on one.
+fn list_of<T: HListNode>(elem: &T) -> Option<(*mut ListWords, *const HList<T, T::Token>)> {
+    let (words, links) = words_of(elem)?;
+    if links.linked() != Linked::OnList {
+        return None;
+    }
+    Some((words, (links.word(2) & !1) as *const HList<T, T::Token>))
+}
+
+/// The owner of the list `elem` is on, for as long as the token is borrowed.
+pub fn owner_of<'t, T: HListNode>(elem: &T, _token: &'t T::Token) -> Option<&'t T::Owner> {
+    let (_, list) = list_of(elem)?;
+    // SAFETY: A list with an element on it is alive (a non-empty list panics when dropped) and
+    // lies at `HEAD_OFFSET` inside a pinned owner (checked when the element was linked); it cannot
+    // be emptied, so its owner cannot be freed, while the token is borrowed.
+    Some(unsafe {
+        &*list
+            .cast::<u8>()
+            .sub(<T::Owner as HListOwner<T, T::Token>>::HEAD_OFFSET)
+            .cast::<T::Owner>()
+    })
+}
+
+/// Whether `elem` is on the list of `owner`.
+pub fn is_on<T: HListNode>(elem: &T, owner: &T::Owner) -> bool {
+    match (list_of(elem), HList::of_owner(owner)) {
+        (Some((_, list)), Ok(theirs)) => ptr::eq(list, theirs),
+        _ => false,
+    }
+}
+
+/// Takes `elem` off the list it is on; `false` if it is on none. O(1).
+pub fn unlink<T: HListNode>(elem: &T, _token: &mut T::Token) -> bool {
+    let Some((words, list)) = list_of(elem) else {
+        return false;
+    };
+    // SAFETY: `words` are on `list`, which is alive (it has an element); the exclusive token
+    // excludes every other reader and writer. Unlinking repoints the neighbours.
+    unsafe {
+        let next = (*words).next;
+        let pprev = (*words).pprev;
+        *pprev = next;
+        if !next.is_null() {
+            (*next).pprev = pprev;
+        }
+        TreeLinks::clear_raw(words.cast::<bindings::rb_node>());
+        (*list).len.fetch_sub(1, Ordering::Relaxed);
+    }
+    true
+}
+
+/// A value that a holder of `&K` may read and a holder of `&mut K` may change, for data that
+/// lives next to token-governed lists (KSM's chains of stable nodes).
+///
+/// `T: Unpin`: handing out `&mut T` must not let pinned data move.
+pub struct TokenCell<T: Unpin, K: Token> {
+    value: core::cell::UnsafeCell<T>,
+    _k: PhantomData<*const K>,
+}
+
+// SAFETY: Access follows the token: shared with `&K`, exclusive with `&mut K`, from any thread.
+unsafe impl<T: Unpin + Send, K: Token> Send for TokenCell<T, K> {}
+// SAFETY: As above; `&mut T` is only handed out under the exclusive token.
+unsafe impl<T: Unpin + Send + Sync, K: Token> Sync for TokenCell<T, K> {}
+
+impl<T: Unpin, K: Token> TokenCell<T, K> {
+    /// A cell holding `value`.
+    pub const fn new(value: T) -> Self {
+        Self {
+            value: core::cell::UnsafeCell::new(value),
+            _k: PhantomData,
+        }
+    }
+
+    /// The value, for as long as the token is borrowed.
+    pub fn get<'t>(&'t self, _token: &'t K) -> &'t T {
+        // SAFETY: Only a holder of `&mut K` writes the value, and `K` is unique: while `&K` is
+        // borrowed, nobody can.
+        unsafe { &*self.value.get() }
+    }
+
+    /// The value, to change, for as long as the token is borrowed exclusively.
+    pub fn get_mut<'t>(&'t self, _token: &'t mut K) -> &'t mut T {
+        // SAFETY: `K` is unique and borrowed exclusively: no other reference to the value exists.
+        unsafe { &mut *self.value.get() }
+    }
+
+    /// The value, when the cell itself is owned.
+    pub fn into_inner(self) -> T {
+        self.value.into_inner()
+    }
+}

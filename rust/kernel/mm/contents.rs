@@ -1,0 +1,214 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The contents of a page: reading, comparing and hashing its bytes.
+//!
+//! C header: [`include/linux/highmem.h`](srctree/include/linux/highmem.h)
+//!
+//! [`PageBytes`] is a page's `PAGE_SIZE` bytes mapped into the kernel for reading. A user page
+//! stays writable by its process until it is write-protected, so the bytes may change while they
+//! are read: they are never exposed as a Rust slice, every read is a volatile load of an aligned
+//! word, and a result describes the page as it was at some moment of the call (the same contract
+//! as a C `memcmp()` of such pages).
+//!
+//! Comparisons are lexicographic, like `memcmp()`, and report where the pages first differ, so
+//! that a caller that knows two pages share a prefix can start comparing after it
+//! ([`PageBytes::compare_from`]).
+
+use crate::{bindings, page::Page, page::PAGE_SIZE};
+use core::{cmp::Ordering, marker::PhantomData, ptr::NonNull};
+
+const WORD: usize = core::mem::size_of::<u64>();
+const WORDS: usize = PAGE_SIZE / WORD;
+
+/// The outcome of comparing two pages.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Comparison {
+    /// How the first page orders against the second.
+    pub order: Ordering,
+    /// The length of their common prefix in bytes (`PAGE_SIZE` when they are equal).
+    pub common: usize,
+    /// How many bytes of each page the comparison read.
+    pub read: usize,
+}
+
+/// A page's bytes, mapped for reading for as long as `'a`.
+///
+/// # Invariants
+///
+/// `ptr` is the 8-byte aligned kernel address of `PAGE_SIZE` bytes that stay mapped and allocated
+/// for `'a`. Other CPUs may write them concurrently.
+pub struct PageBytes<'a> {
+    ptr: NonNull<u64>,
+    _p: PhantomData<&'a ()>,
+}
+
+// SAFETY: A `PageBytes` only reads memory that stays valid for `'a`, with volatile loads; which
+// thread does so does not matter.
+unsafe impl Send for PageBytes<'_> {}
+// SAFETY: As above: shared use only reads.
+unsafe impl Sync for PageBytes<'_> {}
+
+impl<'a> PageBytes<'a> {
+    /// Wraps the kernel address of a mapped page.
+    ///
+    /// # Safety
+    ///
+    /// `ptr` is the kernel address of a whole page (`PAGE_SIZE` bytes, page aligned) that stays
+    /// mapped and allocated for `'a`.
+    pub unsafe fn from_raw(ptr: NonNull<u8>) -> Self {
+        // INVARIANT: By the safety requirements; a page-aligned address is 8-byte aligned.
+        Self {
+            ptr: ptr.cast(),
+            _p: PhantomData,
+        }
+    }
+
+    /// The kernel address of the page.
+    pub fn as_ptr(&self) -> *const u8 {
+        self.ptr.as_ptr().cast()
+    }
+
+    /// The `i`-th 8-byte word of the page, in memory order (`i < PAGE_SIZE / 8`).
+    #[inline(always)]
+    pub fn word(&self, i: usize) -> u64 {
+        assert!(i < WORDS);
+        // SAFETY: By the type invariants the page is mapped for `'a` and 8-byte aligned, and
+        // `i` is in it. A volatile load reads what is there even if another CPU writes it.
+        unsafe { self.ptr.as_ptr().add(i).read_volatile() }
+    }
+
+    /// Copies the bytes at `offset` into `dst` (for tests and diagnostics).
+    pub fn read_into(&self, offset: usize, dst: &mut [u8]) {
+        for (k, b) in dst.iter_mut().enumerate() {
+            let at = offset + k;
+            *b = self.word(at / WORD).to_ne_bytes()[at % WORD];
+        }
+    }
+
+    /// Compares this page with `other`, lexicographically like `memcmp()`, reading from byte
+    /// `from` on: the caller guarantees that the pages are equal before `from` (or accepts a
+    /// result that treats them so).
+    pub fn compare_from(&self, other: &PageBytes<'_>, from: usize) -> Comparison {
+        let first = from.min(PAGE_SIZE) / WORD;
+        for i in first..WORDS {
+            let (a, b) = (self.word(i), other.word(i));
+            if a != b {
+                // The first differing byte is the lowest-addressed one; big-endian integers of
+                // the words order as their bytes do.
+                let at = i * WORD + first_diff_byte(a, b);
+                let order =
+                    u64::from_be_bytes(a.to_ne_bytes()).cmp(&u64::from_be_bytes(b.to_ne_bytes()));
+                return Comparison {
+                    order,
+                    common: at,
+                    read: (i + 1 - first) * WORD,
+                };
+            }
+        }
+        Comparison {
+            order: Ordering::Equal,
+            common: PAGE_SIZE,
+            read: (WORDS - first) * WORD,
+        }
+    }
+
+    /// Compares the whole of this page with `other`.
+    pub fn compare(&self, other: &PageBytes<'_>) -> Comparison {
+        self.compare_from(other, 0)
+    }
+
+    /// Whether the two pages hold the same bytes.
+    pub fn same_as(&self, other: &PageBytes<'_>) -> bool {
+        self.compare(other).order == Ordering::Equal
+    }
+
+    /// Whether every byte of the page is zero.
+    pub fn is_zero(&self) -> bool {
+        (0..WORDS).all(|i| self.word(i) == 0)
+    }
+
+    /// The checksum KSM keeps of a page to see whether it changes: the low 32 bits of the
+    /// page's xxhash64 with seed 0, as C's `calc_checksum()` computes it.
+    pub fn checksum(&self) -> u32 {
+        // SAFETY: The page is mapped for `'a` (type invariant); `xxh64` only reads `PAGE_SIZE`
+        // bytes of it. A concurrent write makes the result the hash of some mix of old and new
+        // contents, which is what a checksum of a changing page is allowed to be.
+        unsafe { bindings::xxh64(self.as_ptr().cast(), PAGE_SIZE, 0) as u32 }
+    }
+}
+
+/// The index (0..8) of the first byte, in memory order, at which two different words differ.
+#[inline(always)]
+fn first_diff_byte(a: u64, b: u64) -> usize {
+    let x = a ^ b;
+    if cfg!(target_endian = "little") {
+        x.trailing_zeros() as usize / 8
+    } else {
+        x.leading_zeros() as usize / 8
+    }
+}
+
+/// A page mapped with `kmap_local_page()` for as long as this guard lives.
+///
+/// Local mappings nest: guards must be dropped in the reverse order of their creation, which
+/// Rust's scoping does for guards held in local variables.
+///
+/// # Invariants
+///
+/// `addr` is the local mapping of a page that the guard's borrow keeps allocated.
+pub struct MappedPage<'a> {
+    addr: NonNull<u8>,
+    _p: PhantomData<&'a Page>,
+}
+
+impl<'a> MappedPage<'a> {
+    /// Maps `page` for reading.
+    pub fn new(page: &'a Page) -> Self {
+        // SAFETY: `page.as_ptr()` is a valid page for as long as `page` is borrowed.
+        let addr = unsafe { bindings::kmap_local_page(page.as_ptr()) };
+        // INVARIANT: `kmap_local_page` returns the non-null address of the mapping.
+        Self {
+            addr: NonNull::new(addr.cast()).expect("kmap_local_page returned NULL"),
+            _p: PhantomData,
+        }
+    }
+
+    /// The page's bytes.
+    pub fn bytes(&self) -> PageBytes<'_> {
+        // SAFETY: By the type invariant the page is mapped and allocated while `self` lives.
+        unsafe { PageBytes::from_raw(self.addr) }
+    }
+
+    /// Writes `src` at byte `offset` of the page (an owned page, such as a test page).
+    ///
+    /// The page is borrowed shared: writers and readers of pages that others may map race like C
+    /// code on the same page would, which volatile accesses keep defined.
+    pub fn write(&self, offset: usize, src: &[u8]) {
+        assert!(offset <= PAGE_SIZE && src.len() <= PAGE_SIZE - offset);
+        for (k, b) in src.iter().enumerate() {
+            // SAFETY: `offset + k < PAGE_SIZE`, inside the mapped page (type invariant).
+            unsafe { self.addr.as_ptr().add(offset + k).write_volatile(*b) };
+        }
+    }
+
+    /// Fills the whole page with 8-byte words given by `word(i)`, `i` in `0..PAGE_SIZE / 8`.
+    pub fn fill_words(&self, mut word: impl FnMut(usize) -> u64) {
+        for i in 0..WORDS {
+            // SAFETY: Word `i` lies inside the mapped, page-aligned page (type invariant).
+            unsafe {
+                self.addr
+                    .as_ptr()
+                    .cast::<u64>()
+                    .add(i)
+                    .write_volatile(word(i))
+            };
+        }
+    }
+}
+
+impl Drop for MappedPage<'_> {
+    fn drop(&mut self) {
+        // SAFETY: `addr` is a live local mapping made by `kmap_local_page` in `new`.
+        unsafe { bindings::kunmap_local(self.addr.as_ptr().cast()) };
+    }
+}

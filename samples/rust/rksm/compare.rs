@@ -1,0 +1,183 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Comparing a key page with the pages of a tree while descending it, skipping the prefix that is
+//! already known to be equal (paper section 21), and counting what it costs.
+//!
+//! # Why a prefix can be skipped
+//!
+//! Write `lcp(a, b)` for the length of the common prefix of two pages. For any pages `a`, `b`, `c`,
+//! `lcp(a, c) >= min(lcp(a, b), lcp(b, c))`, and if `a <= b <= c` in lexicographic order then
+//! `lcp(a, b) >= lcp(a, c)` and `lcp(b, c) >= lcp(a, c)`: every page between two others shares at
+//! least their common prefix.
+//!
+//! A descent keeps `lo`, the common prefix of the key with the nearest ancestor that the key went
+//! right of, and `hi`, the same for the nearest it went left of. Every node `n` below lies between
+//! those two ancestors `l` and `h`, and so does the key, hence
+//! `lcp(key, n) >= min(lcp(key, l), lcp(l, n)) >= min(lo, lcp(l, h)) >= min(lo, hi)`.
+//!
+//! When only one bound exists, say `h`, the nodes below lie between the tree's smallest page and
+//! `h`. The tree keeps `floor`, the common prefix of its smallest and largest pages (which every
+//! page in the tree shares): `lcp(h, n) >= floor`, hence `lcp(key, n) >= min(hi, floor)`. Before
+//! the first comparison nothing is known and the comparison starts at byte 0.
+//!
+//! So each comparison starts at that bound instead of at byte 0. On KSM's worst case (pages equal
+//! but their last 8 bytes) a lookup reads one page at the root and 8 bytes at every other level,
+//! where a plain `memcmp()` reads almost 4 KiB at every level.
+//!
+//! The argument needs the tree to be ordered, which the stable tree is (its pages are
+//! write-protected). The unstable tree's pages may change under it; a comparison that skips a
+//! prefix may then be wrong, which, like a wrong plain comparison there, only sends the descent
+//! the wrong way. A match is never reported from a partial comparison: the unstable tree checks
+//! the skipped prefix of a match, and a merge compares the whole pages again once they are
+//! write-protected.
+
+use kernel::mm::contents::{Comparison, PageBytes};
+use kernel::page::PAGE_SIZE;
+use kernel::search_tree::Step;
+
+/// What it cost to compare pages, kept cheaply as the trees work.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Stats {
+    /// Lookups and insertions (descents) made.
+    pub(crate) lookups: u64,
+    /// Page comparisons made while descending.
+    pub(crate) compares: u64,
+    /// Bytes read by those comparisons (of each of the two pages).
+    pub(crate) bytes: u64,
+    /// Bytes read to check the skipped prefix of a match in the unstable tree.
+    pub(crate) verify_bytes: u64,
+    /// The deepest descent, in nodes visited.
+    pub(crate) max_depth: u32,
+    /// Nodes visited by the last descent.
+    pub(crate) last_depth: u32,
+    /// Bytes read by the last descent's comparisons.
+    pub(crate) last_bytes: u64,
+}
+
+/// The state of one descent: the common prefixes of the key with its nearest bounds.
+pub(crate) struct Descent {
+    lo: Option<usize>,
+    hi: Option<usize>,
+    floor: usize,
+    skip: bool,
+    /// The common prefix with the last node compared.
+    pub(crate) last_common: usize,
+    /// Whether the descent has only gone left (or not moved): it is at the smallest page.
+    pub(crate) leftmost: bool,
+    /// Whether it has only gone right (or not moved).
+    pub(crate) rightmost: bool,
+    depth: u32,
+    bytes: u64,
+}
+
+impl Descent {
+    /// A descent of a tree whose pages all share `floor` bytes; `skip` enables prefix skipping
+    /// (without it every comparison starts at byte 0, as C KSM's `memcmp()` does).
+    pub(crate) fn new(floor: usize, skip: bool) -> Self {
+        Self {
+            lo: None,
+            hi: None,
+            floor,
+            skip,
+            last_common: 0,
+            leftmost: true,
+            rightmost: true,
+            depth: 0,
+            bytes: 0,
+        }
+    }
+
+    /// Where the next comparison may start: a prefix the key shares with every node below.
+    pub(crate) fn start(&self) -> usize {
+        if !self.skip {
+            return 0;
+        }
+        match (self.lo, self.hi) {
+            (Some(lo), Some(hi)) => lo.min(hi),
+            (Some(one), None) | (None, Some(one)) => one.min(self.floor),
+            (None, None) => 0,
+        }
+    }
+
+    /// Compares `key` with the page of the node the descent is at, and says where to go.
+    pub(crate) fn compare(
+        &mut self,
+        key: &PageBytes<'_>,
+        node: &PageBytes<'_>,
+    ) -> (Step, Comparison) {
+        let c = key.compare_from(node, self.start());
+        self.depth += 1;
+        self.bytes += c.read as u64;
+        self.last_common = c.common;
+        let step = match c.order {
+            core::cmp::Ordering::Less => {
+                self.hi = Some(c.common);
+                self.rightmost = false;
+                Step::Left
+            }
+            core::cmp::Ordering::Greater => {
+                self.lo = Some(c.common);
+                self.leftmost = false;
+                Step::Right
+            }
+            core::cmp::Ordering::Equal => Step::Stop,
+        };
+        (step, c)
+    }
+
+    /// The prefix a match found by this descent has not compared.
+    pub(crate) fn unchecked_prefix(&self) -> usize {
+        self.start()
+    }
+
+    /// Adds this descent's costs to `stats`.
+    pub(crate) fn finish(&self, stats: &mut Stats) {
+        stats.lookups += 1;
+        stats.compares += u64::from(self.depth);
+        stats.bytes += self.bytes;
+        stats.max_depth = stats.max_depth.max(self.depth);
+        stats.last_depth = self.depth;
+        stats.last_bytes = self.bytes;
+    }
+
+    /// The tree's new floor after a page compared by this descent was linked at the place it
+    /// reached (a new smallest or largest page lowers it).
+    pub(crate) fn floor_after_insert(&self, tree_was_empty: bool) -> usize {
+        if tree_was_empty {
+            PAGE_SIZE
+        } else if self.leftmost || self.rightmost {
+            self.floor.min(self.last_common)
+        } else {
+            self.floor
+        }
+    }
+}
+
+/// Checks the prefix of a match that a descent skipped: whether `key` and `node` are equal in
+/// their first `len` bytes. Counts what it reads.
+pub(crate) fn verify_prefix(
+    key: &PageBytes<'_>,
+    node: &PageBytes<'_>,
+    len: usize,
+    stats: &mut Stats,
+) -> bool {
+    if len == 0 {
+        return true;
+    }
+    // Compare the whole prefix: a difference anywhere in it, even one that orders the pages the
+    // same way, means the pages differ.
+    let mut at = 0;
+    let mut read = 0;
+    let mut equal = true;
+    while at < len {
+        let i = at / 8;
+        read += 8;
+        if key.word(i) != node.word(i) {
+            equal = false;
+            break;
+        }
+        at += 8;
+    }
+    stats.verify_bytes += read;
+    equal
+}

@@ -1,0 +1,106 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! rmap_items: the pages of processes that KSM tracks.
+
+use crate::backend::Backend;
+use crate::stable::StableNode;
+use core::sync::atomic::{AtomicU16, AtomicU32, Ordering::Relaxed};
+use kernel::hlist::{self, HListNode};
+use kernel::search_tree::{Linked, TreeLinks, TreeNode};
+
+/// One page of a process that KSM tracks (C's `struct ksm_rmap_item`).
+///
+/// An item is in the unstable tree, on the list of one stable node, or in neither; its
+/// [`TreeLinks`] say which, and [`RmapItem::place`] turns that into a [`Place`]. The links are
+/// changed only by the tree or list they are in, so an item cannot claim a place it is not in.
+/// The rest of its state is kept in atomics: it is set through shared references, since the
+/// item of the other process in a merge is reached through the tree, not owned.
+pub(crate) struct RmapItem<B: Backend> {
+    mapping: B::Mapping,
+    links: TreeLinks,
+    checksum: AtomicU32,
+    nid: AtomicU16,
+}
+
+/// Where an [`RmapItem`] is.
+pub(crate) enum Place<'t, B: Backend> {
+    /// In no tree and on no stable node's list.
+    Loose,
+    /// In the unstable tree of NUMA node `nid` (0 when trees are shared across nodes).
+    Unstable {
+        /// The index of the tree.
+        nid: usize,
+    },
+    /// On the list of this stable node: the page is merged.
+    Stable(&'t StableNode<B>),
+}
+
+impl<B: Backend> RmapItem<B> {
+    /// A loose item for `mapping`, whose checksum is not known yet.
+    pub(crate) fn new(mapping: B::Mapping) -> Self {
+        Self {
+            mapping,
+            links: TreeLinks::new(),
+            checksum: AtomicU32::new(0),
+            nid: AtomicU16::new(0),
+        }
+    }
+
+    /// Where the page is mapped.
+    pub(crate) fn mapping(&self) -> &B::Mapping {
+        &self.mapping
+    }
+
+    /// Where the item is; the stable node is borrowed for as long as the token.
+    pub(crate) fn place<'t>(&self, token: &'t B::Token) -> Place<'t, B> {
+        match self.links.linked() {
+            Linked::Free => Place::Loose,
+            Linked::InTree => Place::Unstable {
+                nid: self.nid.load(Relaxed).into(),
+            },
+            Linked::OnList => match hlist::owner_of(self, token) {
+                Some(node) => Place::Stable(node),
+                None => Place::Loose,
+            },
+        }
+    }
+
+    /// Whether the item is in neither tree.
+    pub(crate) fn is_loose(&self) -> bool {
+        !self.links.is_linked()
+    }
+
+    /// Whether the item is on the list of `node`.
+    pub(crate) fn is_under(&self, node: &StableNode<B>) -> bool {
+        hlist::is_on(self, node)
+    }
+
+    /// The volatility gate: admits the page to the unstable tree only if its contents have not
+    /// changed since the item was last looked at (its checksum is the same); otherwise records
+    /// the new checksum and defers the page to the next pass.
+    pub(crate) fn admit(&self, checksum: u32) -> bool {
+        self.checksum.swap(checksum, Relaxed) == checksum
+    }
+
+    /// The checksum recorded at the last visit.
+    pub(crate) fn checksum(&self) -> u32 {
+        self.checksum.load(Relaxed)
+    }
+
+    pub(crate) fn set_nid(&self, nid: usize) {
+        self.nid.store(nid as u16, Relaxed);
+    }
+}
+
+impl<B: Backend> TreeNode for RmapItem<B> {
+    const LINKS_OFFSET: usize = core::mem::offset_of!(Self, links);
+
+    fn tree_links(&self) -> Option<&TreeLinks> {
+        Some(&self.links)
+    }
+}
+
+impl<B: Backend> HListNode for RmapItem<B> {
+    type Owner = StableNode<B>;
+    type Token = B::Token;
+}

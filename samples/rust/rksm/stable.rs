@@ -1,0 +1,468 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The stable tree: merged (write-protected) pages, indexed by their contents.
+//!
+//! A stable node stands for one KSM page and lists the rmap_items that map it. A node takes at
+//! most `max_page_sharing` items; when a full node's contents come up again, a second KSM page of
+//! the same contents is made and the node becomes a *chain* whose *dups* are the nodes of the
+//! equal pages (as 6.12's KSM does, to bound the cost of the reverse map of one page). A chain
+//! stands in the tree for all its dups, which it owns.
+
+use crate::backend::{Backend, Contents};
+use crate::compare::{Descent, Stats};
+use crate::item::RmapItem;
+use kernel::hlist::{self, HList, HListOwner, TokenCell};
+use kernel::mm::contents::PageBytes;
+use kernel::page::PAGE_SIZE;
+use kernel::prelude::*;
+use kernel::search_tree::{BoxTree, Prune, Step, TreeLinks, TreeNode, Visit, Walk};
+
+type Dups<B> = TokenCell<KVec<Pin<KBox<StableNode<B>>>>, <B as Backend>::Token>;
+
+/// A KSM page and the rmap_items that map it, or a chain of such nodes of equal contents.
+pub(crate) struct StableNode<B: Backend> {
+    links: TreeLinks,
+    items: HList<RmapItem<B>, B::Token>,
+    kind: Kind<B>,
+    nid: u16,
+}
+
+enum Kind<B: Backend> {
+    /// A KSM page (in the tree, or a dup in a chain).
+    Page(B::KsmPage),
+    /// A chain of dups of equal contents.
+    Chain(KBox<Dups<B>>),
+}
+
+impl<B: Backend> TreeNode for StableNode<B> {
+    const LINKS_OFFSET: usize = core::mem::offset_of!(Self, links);
+
+    fn tree_links(&self) -> Option<&TreeLinks> {
+        Some(&self.links)
+    }
+}
+
+impl<B: Backend> HListOwner<RmapItem<B>, B::Token> for StableNode<B> {
+    const HEAD_OFFSET: usize = core::mem::offset_of!(Self, items);
+
+    fn hlist(&self) -> &HList<RmapItem<B>, B::Token> {
+        &self.items
+    }
+}
+
+impl<B: Backend> StableNode<B> {
+    fn new(kind: Kind<B>, nid: usize) -> Result<Pin<KBox<Self>>> {
+        Ok(KBox::pin(
+            Self {
+                links: TreeLinks::new(),
+                items: HList::new(),
+                kind,
+                nid: nid as u16,
+            },
+            GFP_KERNEL,
+        )?)
+    }
+
+    /// The node's KSM page; `None` for a chain.
+    pub(crate) fn ksm_page(&self) -> Option<&B::KsmPage> {
+        match &self.kind {
+            Kind::Page(p) => Some(p),
+            Kind::Chain(_) => None,
+        }
+    }
+
+    /// Whether the node is a chain of dups.
+    pub(crate) fn is_chain(&self) -> bool {
+        matches!(self.kind, Kind::Chain(_))
+    }
+
+    /// The number of rmap_items that map the node's page (0 for a chain).
+    pub(crate) fn len(&self) -> usize {
+        self.items.len()
+    }
+
+    /// The index of the tree the node is in.
+    pub(crate) fn nid(&self) -> usize {
+        self.nid.into()
+    }
+
+    /// The rmap_items that map the page, newest first.
+    pub(crate) fn items<'t>(
+        &'t self,
+        token: &'t B::Token,
+    ) -> impl Iterator<Item = Pin<&'t RmapItem<B>>> + 't {
+        self.items.iter(token)
+    }
+
+    /// The dups of a chain (none for a plain node).
+    pub(crate) fn dups<'t>(&'t self, token: &'t B::Token) -> &'t [Pin<KBox<StableNode<B>>>] {
+        match &self.kind {
+            Kind::Chain(dups) => dups.get(token),
+            Kind::Page(_) => &[],
+        }
+    }
+
+    /// Whether one more page may share this node's page (C's `is_page_sharing_candidate`):
+    /// it has a mapping (else its page is about to go) and is under `max_page_sharing`.
+    pub(crate) fn has_room(&self, max_page_sharing: usize) -> bool {
+        let n = self.items.len();
+        n > 0 && n < max_page_sharing
+    }
+}
+
+/// What the stable counters of sysfs count.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Counters {
+    /// KSM pages with at least one mapping (`pages_shared`).
+    pub(crate) pages_shared: u64,
+    /// Mappings beyond the first of each KSM page (`pages_sharing`).
+    pub(crate) pages_sharing: u64,
+    /// Chains (`stable_node_chains`).
+    pub(crate) chains: u64,
+    /// Dups in chains (`stable_node_dups`).
+    pub(crate) dups: u64,
+}
+
+/// The settings a lookup needs.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Settings {
+    /// Whether comparisons skip the prefix known to be equal.
+    pub(crate) skip_prefix: bool,
+    /// The most mappings one KSM page may have.
+    pub(crate) max_page_sharing: usize,
+}
+
+/// A stable node in a tree: a plain node, or a dup of a chain in the tree.
+pub(crate) struct NodeRef<'a, B: Backend> {
+    node: Pin<&'a StableNode<B>>,
+    dup: Option<usize>,
+}
+
+impl<'a, B: Backend> NodeRef<'a, B> {
+    /// The node, for as long as the token is borrowed.
+    pub(crate) fn get<'t>(&'t self, token: &'t B::Token) -> Pin<&'t StableNode<B>> {
+        match (self.dup, &self.node.kind) {
+            (Some(k), Kind::Chain(dups)) => dups.get(token)[k].as_ref(),
+            _ => self.node,
+        }
+    }
+
+    /// Adds `item` to the mappings of the node (C's `stable_tree_append`).
+    pub(crate) fn append(
+        &self,
+        token: &B::Token,
+        item: Pin<&RmapItem<B>>,
+        c: &mut Counters,
+    ) -> Result {
+        let node = self.get(token);
+        HList::push_front(node, token, item)?;
+        if node.items.len() > 1 {
+            c.pages_sharing += 1;
+        } else {
+            c.pages_shared += 1;
+        }
+        Ok(())
+    }
+}
+
+/// A stable node a lookup found, with its KSM page held.
+pub(crate) struct Found<'a, B: Backend> {
+    /// The node.
+    pub(crate) node: NodeRef<'a, B>,
+    /// Its KSM page, held.
+    pub(crate) page: B::Page<'a>,
+}
+
+/// Takes `item` off the mappings of the stable node it is under (C's
+/// `remove_rmap_item_from_tree` for a stable item) and returns `true`; `false` if it is under
+/// none. The node stays, even if empty: its page may still be mapped by forked processes, and
+/// the node goes when its page does.
+pub(crate) fn remove_item<B: Backend>(
+    token: &mut B::Token,
+    item: &RmapItem<B>,
+    c: &mut Counters,
+) -> bool {
+    let last = match hlist::owner_of(item, token) {
+        Some(node) => node.items.len() == 1,
+        None => return false,
+    };
+    hlist::unlink(item, token);
+    // As in C: the last mapping of a page counts as shared, the others as sharing.
+    if last {
+        c.pages_shared -= 1;
+    } else {
+        c.pages_sharing -= 1;
+    }
+    true
+}
+
+/// One stable tree (of one NUMA node, or of all).
+pub(crate) struct StableTree<B: Backend> {
+    tree: BoxTree<StableNode<B>>,
+    floor: usize,
+}
+
+impl<B: Backend> Default for StableTree<B> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// Where a descent of the stable tree ended.
+struct Descended<'a, B: Backend> {
+    walk: Walk<'a, StableNode<B>, BoxTree<StableNode<B>>>,
+    /// For a match: the dup of a chain it came from (`None` for a plain node), and its page.
+    hit: Option<(Option<usize>, B::Page<'a>)>,
+    descent: Descent,
+}
+
+impl<B: Backend> StableTree<B> {
+    /// An empty tree.
+    pub(crate) const fn new() -> Self {
+        Self {
+            tree: BoxTree::new(),
+            floor: PAGE_SIZE,
+        }
+    }
+
+    /// The number of nodes in the tree (chains count once).
+    pub(crate) fn len(&self) -> usize {
+        self.tree.len()
+    }
+
+    /// Whether the tree is empty.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.tree.is_empty()
+    }
+
+    /// The height of the tree (a walk of the whole tree).
+    pub(crate) fn height(&self) -> usize {
+        self.tree.height()
+    }
+
+    /// The nodes in the tree's order.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &StableNode<B>> {
+        self.tree.iter()
+    }
+
+    /// Frees a node taken out of the tree or a chain, and its dups: their items become loose.
+    fn free_node(
+        backend: &B,
+        token: &mut B::Token,
+        node: Pin<KBox<StableNode<B>>>,
+        c: &mut Counters,
+        dup: bool,
+    ) {
+        let n = node.items.len() as u64;
+        if n > 0 {
+            c.pages_shared -= 1;
+            c.pages_sharing -= n - 1;
+        }
+        node.items.clear(token, |item| backend.unmerged(item));
+        if dup {
+            c.dups -= 1;
+        }
+        if let Kind::Chain(dups) = &node.kind {
+            c.chains -= 1;
+            let dups = core::mem::take(dups.get_mut(token));
+            for d in dups {
+                Self::free_node(backend, token, d, c, true);
+            }
+        }
+    }
+
+    /// The page a chain stands for in comparisons: that of the dup a lookup would use (one with
+    /// room and the most mappings, to fill dups before opening others; else any). Removes the
+    /// chain's stale dups on the way. Returns the dup's index and its page; `None` if every dup
+    /// is stale.
+    fn chain_page<'b>(
+        backend: &'b B,
+        token: &mut B::Token,
+        dups: &Dups<B>,
+        max_sharing: usize,
+        c: &mut Counters,
+    ) -> Option<(usize, B::Page<'b>)> {
+        let mut i = 0;
+        while i < dups.get(token).len() {
+            let alive = dups.get(token)[i]
+                .ksm_page()
+                .is_some_and(|p| backend.ksm_page(p).is_some());
+            if alive {
+                i += 1;
+            } else {
+                let dup = dups.get_mut(token).swap_remove(i);
+                Self::free_node(backend, token, dup, c, true);
+            }
+        }
+        let list = dups.get(token);
+        let mut best: Option<usize> = None;
+        for (k, dup) in list.iter().enumerate() {
+            best = Some(match best {
+                None => k,
+                Some(b) => {
+                    let (room_b, room_k) =
+                        (list[b].has_room(max_sharing), dup.has_room(max_sharing));
+                    if room_k && (!room_b || dup.len() > list[b].len()) {
+                        k
+                    } else {
+                        b
+                    }
+                }
+            });
+        }
+        let k = best?;
+        let page = backend.ksm_page(list[k].ksm_page()?)?;
+        Some((k, page))
+    }
+
+    /// Descends `tree`, whose pages share `floor` bytes, comparing `key` with each node's page (a
+    /// chain's best dup's), and removes the stale nodes it meets (starting again from the root
+    /// after each).
+    #[allow(clippy::too_many_arguments)]
+    fn descend<'a>(
+        tree: &'a mut BoxTree<StableNode<B>>,
+        floor: usize,
+        backend: &'a B,
+        token: &mut B::Token,
+        key: &PageBytes<'_>,
+        set: Settings,
+        stats: &mut Stats,
+        c: &mut Counters,
+    ) -> Descended<'a, B> {
+        let mut descent = Descent::new(floor, set.skip_prefix);
+        let mut hit = None;
+        let walk = tree.walk_prune(|visit| match visit {
+            Visit::At(node) => {
+                let page = match &node.kind {
+                    Kind::Page(p) => backend.ksm_page(p).map(|page| (None, page)),
+                    Kind::Chain(dups) => {
+                        Self::chain_page(backend, token, dups, set.max_page_sharing, c)
+                            .map(|(k, page)| (Some(k), page))
+                    }
+                };
+                match page {
+                    None => Prune::Remove,
+                    Some((dup, page)) => {
+                        let (step, _) = descent.compare(key, &page.bytes());
+                        if step == Step::Stop {
+                            hit = Some((dup, page));
+                        }
+                        Prune::Go(step)
+                    }
+                }
+            }
+            Visit::Removed(node) => {
+                // Its page is gone (a chain's: every dup's). The walk starts again.
+                descent.finish(stats);
+                descent = Descent::new(floor, set.skip_prefix);
+                Self::free_node(backend, token, node, c, false);
+                Prune::Go(Step::Stop)
+            }
+        });
+        descent.finish(stats);
+        Descended { walk, hit, descent }
+    }
+
+    /// Looks up `key` (C's `stable_tree_search`, for a page that is not a KSM page yet).
+    ///
+    /// Returns the node whose page equals `key` if it may take one more mapping, with its page
+    /// held. If every equal page is at `max_page_sharing`, returns `None`: the key must then meet
+    /// its match in the unstable tree, and start a new dup.
+    pub(crate) fn search<'a>(
+        &'a mut self,
+        backend: &'a B,
+        token: &mut B::Token,
+        key: &PageBytes<'_>,
+        set: Settings,
+        stats: &mut Stats,
+        c: &mut Counters,
+    ) -> Option<Found<'a, B>> {
+        let d = Self::descend(
+            &mut self.tree,
+            self.floor,
+            backend,
+            token,
+            key,
+            set,
+            stats,
+            c,
+        );
+        let (Walk::Stopped(at), Some((dup, page))) = (d.walk, d.hit) else {
+            return None;
+        };
+        let node = NodeRef {
+            node: at.into_pinned(),
+            dup,
+        };
+        if !node.get(token).has_room(set.max_page_sharing) {
+            return None;
+        }
+        Some(Found { node, page })
+    }
+
+    /// Adds the new KSM page `page`, whose contents are `key` and which lies on NUMA node `nid`
+    /// (C's `stable_tree_insert`). If the tree has a node of equal contents (a full one), the
+    /// page becomes a dup of it, which turns into a chain if it is not one yet.
+    ///
+    /// Returns the new node, to which the caller appends the page's mappings.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn insert<'a>(
+        &'a mut self,
+        backend: &'a B,
+        token: &mut B::Token,
+        key: &PageBytes<'_>,
+        page: B::KsmPage,
+        nid: usize,
+        set: Settings,
+        stats: &mut Stats,
+        c: &mut Counters,
+    ) -> Result<NodeRef<'a, B>> {
+        let was_empty = self.tree.is_empty();
+        let new = StableNode::new(Kind::Page(page), nid)?;
+        let d = Self::descend(
+            &mut self.tree,
+            self.floor,
+            backend,
+            token,
+            key,
+            set,
+            stats,
+            c,
+        );
+        match d.walk {
+            Walk::Vacant(place) => {
+                let node = place.insert(new)?;
+                self.floor = d.descent.floor_after_insert(was_empty);
+                Ok(NodeRef { node, dup: None })
+            }
+            Walk::Stopped(mut at) => {
+                if !at.get().is_chain() {
+                    // A full plain node of the same contents: it becomes the first dup of a chain
+                    // that takes its place in the tree. Room for both dups is made first, so that
+                    // no node with mappings is ever dropped for want of memory.
+                    let mut list = KVec::with_capacity(2, GFP_KERNEL)?;
+                    let dups = KBox::new(TokenCell::new(KVec::new()), GFP_KERNEL)?;
+                    let chain = StableNode::new(Kind::Chain(dups), nid)?;
+                    let old = at.replace(chain).map_err(|_| EINVAL)?;
+                    list.push(old, GFP_KERNEL)?;
+                    if let Kind::Chain(dups) = &at.get().kind {
+                        *dups.get_mut(token) = list;
+                    }
+                    c.chains += 1;
+                    c.dups += 1;
+                }
+                let chain = at.into_pinned();
+                let Kind::Chain(dups) = &chain.get_ref().kind else {
+                    return Err(EINVAL);
+                };
+                let list = dups.get_mut(token);
+                list.push(new, GFP_KERNEL)?;
+                c.dups += 1;
+                Ok(NodeRef {
+                    node: chain,
+                    dup: Some(list.len() - 1),
+                })
+            }
+        }
+    }
+}

@@ -1,0 +1,178 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The unstable tree: pages not merged yet, indexed by contents that may change under the tree.
+//!
+//! Nothing write-protects these pages, so a page may change after it was inserted and the tree
+//! may stop being ordered. The red-black balancing never looks at the contents, so the tree stays
+//! balanced whatever they do; lookups may then go the wrong way and miss a match (a false
+//! negative), but never report one whose contents differ: a match is checked byte for byte. The
+//! tree is emptied at the start of every pass, which repairs whatever changed.
+
+use crate::backend::{Backend, Contents};
+use crate::compare::{verify_prefix, Descent, Stats};
+use crate::item::RmapItem;
+use crate::stable::{Counters, NodeRef};
+use kernel::hlist::HList;
+use kernel::page::PAGE_SIZE;
+use kernel::prelude::*;
+use kernel::search_tree::{LinkTree, Occupied, Step, Walk};
+
+/// One unstable tree (of one NUMA node, or of all).
+pub(crate) struct UnstableTree<B: Backend> {
+    tree: LinkTree<RmapItem<B>>,
+    floor: usize,
+}
+
+impl<B: Backend> Default for UnstableTree<B> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// An rmap_item of the tree whose page equals the key, with its page held.
+pub(crate) struct Hit<'a, B: Backend> {
+    at: Occupied<'a, RmapItem<B>, LinkTree<RmapItem<B>>>,
+    /// The item's page, held.
+    pub(crate) page: B::Page<'a>,
+}
+
+impl<'a, B: Backend> Hit<'a, B> {
+    /// The item.
+    pub(crate) fn item(&self) -> &RmapItem<B> {
+        self.at.get()
+    }
+
+    /// Moves the item out of the tree onto the mappings of the stable node `node`, which its
+    /// page has become (the move never leaves the item in neither place).
+    pub(crate) fn move_to(
+        self,
+        node: &NodeRef<'_, B>,
+        token: &B::Token,
+        c: &mut Counters,
+    ) -> Result {
+        let node = node.get(token);
+        HList::move_from_tree(node, token, self.at)?;
+        if node.len() > 1 {
+            c.pages_sharing += 1;
+        } else {
+            c.pages_shared += 1;
+        }
+        Ok(())
+    }
+}
+
+/// The result of [`UnstableTree::search_insert`].
+pub(crate) enum Lookup<'a, B: Backend> {
+    /// An item of the tree has a page equal to the key.
+    Found(Hit<'a, B>),
+    /// No equal page: the item was inserted.
+    Inserted,
+    /// The lookup gave up (a tree item's page could not be had, or is the key page itself, or
+    /// the match is on another NUMA node while trees are per node): nothing was inserted.
+    GaveUp,
+}
+
+impl<B: Backend> UnstableTree<B> {
+    /// An empty tree.
+    pub(crate) const fn new() -> Self {
+        Self {
+            tree: LinkTree::new(),
+            floor: PAGE_SIZE,
+        }
+    }
+
+    /// The number of items in the tree.
+    pub(crate) fn len(&self) -> usize {
+        self.tree.len()
+    }
+
+    /// Whether the tree is empty.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.tree.is_empty()
+    }
+
+    /// The height of the tree (a walk of the whole tree).
+    pub(crate) fn height(&self) -> usize {
+        self.tree.height()
+    }
+
+    /// The items in the tree's order.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &RmapItem<B>> {
+        self.tree.iter()
+    }
+
+    /// Looks up the page `key` of `item` and inserts `item` if no equal page is in the tree (C's
+    /// `unstable_tree_search_insert`). `tree_nid` is the index of this tree, recorded in the item;
+    /// `same_node_only` refuses matches on another NUMA node than `key`'s.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn search_insert<'a>(
+        &'a mut self,
+        backend: &'a B,
+        item: Pin<&'a RmapItem<B>>,
+        key: &B::Page<'_>,
+        tree_nid: usize,
+        same_node_only: bool,
+        skip_prefix: bool,
+        stats: &mut Stats,
+    ) -> Lookup<'a, B> {
+        let was_empty = self.tree.is_empty();
+        let key_bytes = key.bytes();
+        let mut descent = Descent::new(self.floor, skip_prefix);
+        let mut hit: Option<B::Page<'a>> = None;
+        let mut gave_up = false;
+        let walk = self
+            .tree
+            .walk_mut(|node| match backend.item_page(node.mapping()) {
+                Some(page) if !backend.same_page(&page, key) => {
+                    let (step, _) = descent.compare(&key_bytes, &page.bytes());
+                    if step == Step::Stop {
+                        hit = Some(page);
+                    }
+                    step
+                }
+                // The page is gone, or it is the key page itself (a fork shares it).
+                _ => {
+                    gave_up = true;
+                    Step::Stop
+                }
+            });
+        descent.finish(stats);
+        match walk {
+            Walk::Vacant(place) => {
+                item.set_nid(tree_nid);
+                match place.insert(item) {
+                    Ok(_) => {
+                        self.floor = descent.floor_after_insert(was_empty);
+                        Lookup::Inserted
+                    }
+                    Err(_) => Lookup::GaveUp,
+                }
+            }
+            Walk::Stopped(at) => {
+                let Some(page) = hit.filter(|_| !gave_up) else {
+                    return Lookup::GaveUp;
+                };
+                // The descent compared only what it did not know to be equal; the tree may have
+                // changed since, so check the rest before reporting a match.
+                if !verify_prefix(&key_bytes, &page.bytes(), descent.unchecked_prefix(), stats) {
+                    return Lookup::GaveUp;
+                }
+                if same_node_only && backend.page_nid(&page) != backend.page_nid(key) {
+                    return Lookup::GaveUp;
+                }
+                Lookup::Found(Hit { at, page })
+            }
+        }
+    }
+
+    /// Takes `item` out of the tree; `false` if it is not in this tree.
+    pub(crate) fn remove(&mut self, item: &RmapItem<B>) -> bool {
+        self.tree.remove(item)
+    }
+
+    /// Empties the tree, as every pass starts with.
+    pub(crate) fn reset(&mut self) {
+        self.tree.clear(|_| {});
+        self.floor = PAGE_SIZE;
+    }
+}

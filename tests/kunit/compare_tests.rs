@@ -1,0 +1,159 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! `rksm_compare`: page comparison, prefix skipping bounds and checksums, against byte-by-byte
+//! references.
+
+use super::pages::{Pattern, TestPages};
+use crate::backend::Contents;
+use crate::compare::{verify_prefix, Descent, Stats};
+use core::cmp::Ordering;
+use kernel::kunit_suite::{Check, TestResult};
+use kernel::page::PAGE_SIZE;
+use kernel::search_tree::Step;
+use kernel::{kunit_ensure, kunit_ensure_eq, kunit_suite};
+
+/// The common prefix of pages `a` and `b`, byte by byte.
+fn naive_lcp(p: &TestPages, a: usize, b: usize) -> usize {
+    let (ha, hb) = (p.held(a), p.held(b));
+    let (ba, bb) = (ha.bytes(), hb.bytes());
+    let (mut x, mut y) = ([0u8; 1], [0u8; 1]);
+    for at in 0..PAGE_SIZE {
+        ba.read_into(at, &mut x);
+        bb.read_into(at, &mut y);
+        if x != y {
+            return at;
+        }
+    }
+    PAGE_SIZE
+}
+
+/// Order and common prefix agree with `memcmp()` semantics on pages of every pattern.
+fn compare_is_memcmp() -> TestResult {
+    for pattern in [
+        Pattern::Worst,
+        Pattern::Random(7),
+        Pattern::ZeroPrefix(9),
+        Pattern::Ragged,
+    ] {
+        let p = TestPages::new(48, pattern).check()?;
+        for a in 0..p.len() {
+            let b = (a * 7 + 3) % p.len();
+            let (ha, hb) = (p.held(a), p.held(b));
+            let c = ha.bytes().compare(&hb.bytes());
+            kunit_ensure_eq!(c.order, p.naive_cmp(a, b));
+            kunit_ensure_eq!(c.common, naive_lcp(&p, a, b));
+        }
+    }
+    Ok(())
+}
+
+/// Starting after a prefix known to be equal gives the same answer and reads less.
+fn compare_from_skips_known_prefix() -> TestResult {
+    let p = TestPages::new(64, Pattern::Worst).check()?;
+    let (a, b) = (p.held(3), p.held(40));
+    let full = a.bytes().compare(&b.bytes());
+    let skipped = a.bytes().compare_from(&b.bytes(), PAGE_SIZE - 8);
+    kunit_ensure_eq!(full.order, skipped.order);
+    kunit_ensure_eq!(full.common, skipped.common);
+    kunit_ensure_eq!(full.read, PAGE_SIZE);
+    kunit_ensure_eq!(skipped.read, 8);
+    kunit_ensure_eq!(full.order, Ordering::Less);
+    Ok(())
+}
+
+/// Equal pages have equal checksums; one changed byte anywhere changes it.
+fn checksum_follows_contents() -> TestResult {
+    let p = TestPages::new(2, Pattern::Best).check()?;
+    let c0 = p.held(0).bytes().checksum();
+    kunit_ensure_eq!(c0, p.held(1).bytes().checksum());
+    for at in [0, 1, 2047, PAGE_SIZE - 1] {
+        p.write(1, at, &[0x11]);
+        kunit_ensure!(
+            p.held(1).bytes().checksum() != c0,
+            "byte {} changed, checksum did not",
+            at
+        );
+        p.write(1, at, &[0x5a]);
+        kunit_ensure_eq!(p.held(1).bytes().checksum(), c0);
+    }
+    Ok(())
+}
+
+/// `is_zero` sees a single set byte anywhere.
+fn zero_page_detected() -> TestResult {
+    let mut p = TestPages::new(0, Pattern::Worst).check()?;
+    // Page `usize::MAX` of the worst pattern would carry 0 in its last word: make a zero page by
+    // hand instead, from a ragged page whose only set byte we clear.
+    let i = p.push(Pattern::Ragged, 0, 0).check()?;
+    kunit_ensure!(!p.held(i).bytes().is_zero());
+    p.write(i, 0, &[0; 8]);
+    kunit_ensure!(p.held(i).bytes().is_zero());
+    p.write(i, PAGE_SIZE - 1, &[1]);
+    kunit_ensure!(!p.held(i).bytes().is_zero());
+    Ok(())
+}
+
+/// A descent starts at 0, then at the smaller bound, and uses the tree's floor when one side has
+/// no bound yet.
+fn descent_start_follows_bounds() -> TestResult {
+    let p = TestPages::new(8, Pattern::Worst).check()?;
+    let key = p.held(4);
+    let mut d = Descent::new(PAGE_SIZE - 8, true);
+    kunit_ensure_eq!(d.start(), 0);
+    // Key (page 4) against page 6: the key is smaller, go left; one bound, floor applies.
+    let (step, c) = d.compare(&key.bytes(), &p.held(6).bytes());
+    kunit_ensure_eq!(step, Step::Left);
+    kunit_ensure_eq!(c.common, PAGE_SIZE - 8);
+    kunit_ensure_eq!(d.start(), PAGE_SIZE - 8);
+    let (step, _) = d.compare(&key.bytes(), &p.held(1).bytes());
+    kunit_ensure_eq!(step, Step::Right);
+    kunit_ensure_eq!(d.start(), PAGE_SIZE - 8);
+    let mut stats = Stats::default();
+    d.finish(&mut stats);
+    kunit_ensure_eq!(stats.compares, 2);
+    kunit_ensure_eq!(stats.bytes, (PAGE_SIZE + 8) as u64);
+    // Without skipping every comparison starts at 0.
+    let mut naive = Descent::new(PAGE_SIZE - 8, false);
+    naive.compare(&key.bytes(), &p.held(6).bytes());
+    kunit_ensure_eq!(naive.start(), 0);
+    Ok(())
+}
+
+/// Checking a skipped prefix catches a difference anywhere in it, and counts what it reads.
+fn verify_prefix_finds_differences() -> TestResult {
+    let p = TestPages::new(2, Pattern::Best).check()?;
+    let mut stats = Stats::default();
+    kunit_ensure!(verify_prefix(
+        &p.held(0).bytes(),
+        &p.held(1).bytes(),
+        128,
+        &mut stats
+    ));
+    kunit_ensure_eq!(stats.verify_bytes, 128);
+    p.write(1, 100, &[0]);
+    kunit_ensure!(!verify_prefix(
+        &p.held(0).bytes(),
+        &p.held(1).bytes(),
+        128,
+        &mut stats
+    ));
+    kunit_ensure!(verify_prefix(
+        &p.held(0).bytes(),
+        &p.held(1).bytes(),
+        96,
+        &mut stats
+    ));
+    Ok(())
+}
+
+kunit_suite!(
+    "rksm_compare",
+    [
+        compare_is_memcmp,
+        compare_from_skips_known_prefix,
+        checksum_follows_contents,
+        zero_page_detected,
+        descent_start_follows_bounds,
+        verify_prefix_finds_differences,
+    ]
+);

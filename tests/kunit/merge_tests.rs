@@ -1,0 +1,280 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! `rksm_merge`: the per-page step of the algorithm (`Trees::cmp_and_merge`) over passes: the
+//! checksum gate, merges through both trees, chains under `max_page_sharing`, and per-node trees.
+
+use super::pages::{items, Pattern, TestMapping, TestPages, TestToken};
+use crate::backend::Contents;
+use crate::item::{Place, RmapItem};
+use crate::trees::{Outcome, Trees};
+use kernel::kunit_suite::{Check, TestResult};
+use kernel::prelude::*;
+use kernel::{kunit_ensure, kunit_ensure_eq, kunit_suite};
+
+/// The trees, their token and every item the test made, over pages `p`: every item is taken out
+/// of the trees when the fixture is dropped, so that a failed check (which returns early) never
+/// drops a stable node that still lists mappings.
+struct Fix<'p> {
+    p: &'p TestPages,
+    t: Trees<TestPages>,
+    token: TestToken,
+    its: KVec<Pin<KBox<RmapItem<TestPages>>>>,
+}
+
+impl<'p> Fix<'p> {
+    /// Trees for `nodes` NUMA nodes and an item for each of pages `0..n`.
+    fn new(p: &'p TestPages, nodes: usize, n: usize) -> Result<Self> {
+        Ok(Self {
+            p,
+            t: Trees::new(nodes)?,
+            token: TestToken::acquire().ok_or(EBUSY)?,
+            its: items(n)?,
+        })
+    }
+
+    /// Adds an item for page `page`; returns its index.
+    fn add(&mut self, page: usize) -> Result<usize> {
+        let item = KBox::pin(RmapItem::new(TestMapping::new(page)), GFP_KERNEL)?;
+        self.its.push(item, GFP_KERNEL)?;
+        Ok(self.its.len() - 1)
+    }
+
+    /// Runs the algorithm for item `i`.
+    fn visit(&mut self, i: usize) -> Outcome {
+        self.t
+            .cmp_and_merge(self.p, &mut self.token, self.its[i].as_ref())
+    }
+
+    /// One pass over the items `range`: an empty unstable tree, then every item in order.
+    fn pass(&mut self, range: core::ops::Range<usize>) -> KVec<Outcome> {
+        self.t.reset_unstable();
+        let mut out = KVec::new();
+        for i in range {
+            let o = self.visit(i);
+            let _ = out.push(o, GFP_KERNEL);
+        }
+        out
+    }
+
+    /// Passes over `range` until nothing changes.
+    fn settle(&mut self, range: core::ops::Range<usize>) {
+        for _ in 0..20 {
+            let out = self.pass(range.clone());
+            if out
+                .iter()
+                .all(|o| matches!(o, Outcome::AlreadyMerged | Outcome::Inserted))
+            {
+                return;
+            }
+        }
+    }
+
+    /// Takes item `i` out of the trees.
+    fn remove(&mut self, i: usize) {
+        self.t.remove_item(self.p, &mut self.token, &self.its[i]);
+    }
+
+    /// Where item `i` is.
+    fn place(&self, i: usize) -> Place<'_, TestPages> {
+        self.its[i].place(&self.token)
+    }
+
+    /// The lengths of the dups of the chains in stable tree 0, largest first.
+    fn dup_lengths(&self) -> KVec<usize> {
+        let mut v = KVec::new();
+        for node in self.t.stable(0).iter() {
+            for d in node.dups(&self.token) {
+                let _ = v.push(d.len(), GFP_KERNEL);
+            }
+        }
+        v.sort_unstable_by(|a, b| b.cmp(a));
+        v
+    }
+}
+
+impl Drop for Fix<'_> {
+    fn drop(&mut self) {
+        for i in 0..self.its.len() {
+            self.remove(i);
+        }
+        self.t.reset_unstable();
+    }
+}
+
+/// A page whose contents changed since the last visit is deferred; once it stays the same it is
+/// admitted to the unstable tree.
+fn checksum_gate_defers_changing_pages() -> TestResult {
+    let p = TestPages::new(1, Pattern::Random(1)).check()?;
+    let mut f = Fix::new(&p, 1, 1).check()?;
+    kunit_ensure_eq!(f.pass(0..1)[0], Outcome::Volatile);
+    kunit_ensure_eq!(f.pass(0..1)[0], Outcome::Inserted);
+    kunit_ensure_eq!(f.its[0].checksum(), p.held(0).bytes().checksum());
+    kunit_ensure!(matches!(f.place(0), Place::Unstable { nid: 0 }));
+    kunit_ensure_eq!(f.t.unstable(0).len(), 1);
+    p.write(0, 1000, &[1, 2, 3]);
+    kunit_ensure_eq!(f.pass(0..1)[0], Outcome::Volatile);
+    kunit_ensure!(f.its[0].is_loose());
+    p.write(0, 2000, &[4]);
+    kunit_ensure_eq!(f.pass(0..1)[0], Outcome::Volatile);
+    kunit_ensure_eq!(f.pass(0..1)[0], Outcome::Inserted);
+    Ok(())
+}
+
+/// Two equal pages meet in the unstable tree and become one KSM page; a third merges into it
+/// through the stable tree at its first visit; later visits find them merged.
+fn equal_pages_merge_through_both_trees() -> TestResult {
+    let p = TestPages::new(3, Pattern::Best).check()?;
+    let mut f = Fix::new(&p, 1, 2).check()?;
+    kunit_ensure_eq!(&f.pass(0..2)[..], &[Outcome::Volatile, Outcome::Volatile]);
+    kunit_ensure_eq!(
+        &f.pass(0..2)[..],
+        &[Outcome::Inserted, Outcome::MergedUnstable]
+    );
+    kunit_ensure_eq!(
+        (f.t.counters.pages_shared, f.t.counters.pages_sharing),
+        (1, 1)
+    );
+    kunit_ensure_eq!(f.its[0].mapping().page(), f.its[1].mapping().page());
+    kunit_ensure!(f.t.unstable(0).is_empty());
+    let third = f.add(2).check()?;
+    kunit_ensure_eq!(f.visit(third), Outcome::MergedStable);
+    kunit_ensure_eq!(
+        (f.t.counters.pages_shared, f.t.counters.pages_sharing),
+        (1, 2)
+    );
+    kunit_ensure_eq!(
+        &f.pass(0..2)[..],
+        &[Outcome::AlreadyMerged, Outcome::AlreadyMerged]
+    );
+    match f.place(0) {
+        Place::Stable(node) => {
+            kunit_ensure_eq!(node.len(), 3);
+            kunit_ensure_eq!(node.items(&f.token).count(), 3);
+            let t: &RmapItem<TestPages> = &f.its[third];
+            kunit_ensure!(node.items(&f.token).any(|i| core::ptr::eq(&*i, t)));
+        }
+        _ => kunit_ensure!(false, "item 0 is not merged"),
+    }
+    for i in 0..3 {
+        f.remove(i);
+    }
+    kunit_ensure_eq!(
+        (f.t.counters.pages_shared, f.t.counters.pages_sharing),
+        (0, 0)
+    );
+    Ok(())
+}
+
+/// With `max_page_sharing` 4, ten equal pages make three KSM pages (4 + 4 + 2 mappings), the
+/// dups of one chain; taking mappings away shrinks them, and a dup whose page goes is pruned.
+fn chains_form_and_shrink() -> TestResult {
+    let p = TestPages::new(10, Pattern::Best).check()?;
+    let mut f = Fix::new(&p, 1, 10).check()?;
+    f.t.max_page_sharing = 4;
+    f.settle(0..10);
+    kunit_ensure_eq!(f.t.stable(0).len(), 1);
+    kunit_ensure_eq!(&f.dup_lengths()[..], &[4, 4, 2]);
+    let c = f.t.counters;
+    kunit_ensure_eq!(
+        (c.pages_shared, c.pages_sharing, c.chains, c.dups),
+        (3, 7, 1, 3)
+    );
+    // Every item maps the KSM page of the dup it is listed under.
+    for i in 0..10 {
+        match f.place(i) {
+            Place::Stable(node) => {
+                kunit_ensure_eq!(node.ksm_page().copied(), Some(f.its[i].mapping().page()));
+                kunit_ensure!(f.its[i].is_under(node));
+            }
+            _ => kunit_ensure!(false, "item {} is not merged", i),
+        }
+    }
+    // Take three mappings of a full dup away.
+    let chain = f.t.stable(0).iter().next().check()?;
+    let full = chain.dups(&f.token)[0].ksm_page().copied().check()?;
+    let mut taken = 0;
+    for i in 0..10 {
+        if taken < 3 && f.its[i].mapping().page() == full {
+            f.remove(i);
+            taken += 1;
+        }
+    }
+    kunit_ensure_eq!(&f.dup_lengths()[..], &[4, 2, 1]);
+    let c = f.t.counters;
+    kunit_ensure_eq!((c.pages_shared, c.pages_sharing), (3, 4));
+    // That dup's page goes: the next lookup through the chain prunes it.
+    p.set_gone(full);
+    let probe = f.add(1).check()?;
+    kunit_ensure!(full != 1);
+    kunit_ensure_eq!(f.visit(probe), Outcome::MergedStable);
+    kunit_ensure_eq!(f.dup_lengths().len(), 2);
+    kunit_ensure_eq!(f.t.counters.dups, 2);
+    Ok(())
+}
+
+/// With `merge_across_nodes` off, equal pages of different NUMA nodes do not merge (each node
+/// gets its own KSM page); the knob cannot change while KSM pages exist; turned on, they merge.
+fn per_node_trees_keep_nodes_apart() -> TestResult {
+    let mut p = TestPages::new(0, Pattern::Best).check()?;
+    for nid in [0, 1, 0, 1] {
+        p.push(Pattern::Best, 0, nid).check()?;
+    }
+    let mut f = Fix::new(&p, 2, 4).check()?;
+    f.t.set_merge_across_nodes(false).check()?;
+    kunit_ensure_eq!(f.t.nr_trees(), 2);
+    f.settle(0..4);
+    kunit_ensure_eq!(
+        (f.t.counters.pages_shared, f.t.counters.pages_sharing),
+        (2, 2)
+    );
+    kunit_ensure_eq!((f.t.stable(0).len(), f.t.stable(1).len()), (1, 1));
+    kunit_ensure!(!f.t.merge_across_nodes());
+    for i in 0..2 {
+        kunit_ensure!(f.t.stable(i).iter().all(|n| n.nid() == i));
+    }
+    kunit_ensure!(f.its[0].mapping().page() != f.its[1].mapping().page());
+    kunit_ensure_eq!(f.its[0].mapping().page(), f.its[2].mapping().page());
+    kunit_ensure_eq!(f.t.set_merge_across_nodes(true), Err(EBUSY));
+    kunit_ensure_eq!(f.t.set_merge_across_nodes(false), Ok(()));
+    for i in 0..4 {
+        f.remove(i);
+    }
+    f.t.set_merge_across_nodes(true).check()?;
+    kunit_ensure_eq!(f.t.nr_trees(), 1);
+    kunit_ensure!(f.t.stable(0).is_empty() && f.t.merge_across_nodes());
+    // Fresh items (the old ones map KSM pages of the old trees' making).
+    for page in 0..4 {
+        f.add(page).check()?;
+    }
+    f.settle(4..8);
+    kunit_ensure_eq!(
+        (f.t.counters.pages_shared, f.t.counters.pages_sharing),
+        (1, 3)
+    );
+    Ok(())
+}
+
+/// A page that is not there any more is skipped, and nothing merges by mistake.
+fn gone_pages_and_failed_merges() -> TestResult {
+    let p = TestPages::new(2, Pattern::Random(8)).check()?;
+    let mut f = Fix::new(&p, 1, 2).check()?;
+    p.set_gone(1);
+    kunit_ensure_eq!(&f.pass(0..2)[..], &[Outcome::Volatile, Outcome::NoPage]);
+    kunit_ensure!(f.its[1].is_loose());
+    kunit_ensure_eq!(
+        p.merge_failures.load(core::sync::atomic::Ordering::Relaxed),
+        0
+    );
+    Ok(())
+}
+
+kunit_suite!(
+    "rksm_merge",
+    [
+        checksum_gate_defers_changing_pages,
+        equal_pages_merge_through_both_trees,
+        chains_form_and_shrink,
+        per_node_trees_keep_nodes_apart,
+        gone_pages_and_failed_merges,
+    ]
+);

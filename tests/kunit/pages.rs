@@ -1,0 +1,310 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Synthetic pages for the tree suites: kernel pages the tests allocate and fill, a [`Backend`]
+//! over them, page patterns, and the naive references the trees are checked against.
+//!
+//! An rmap_item's mapping is the index of the page it maps; merging points it at the KSM page
+//! (after checking, as a real merge does once the pages are write-protected, that the contents
+//! are equal). A page can be marked gone, to make stable nodes stale.
+
+use crate::backend::{Backend, Contents};
+use crate::item::RmapItem;
+use core::cmp::Ordering;
+use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
+use kernel::mm::contents::{MappedPage, PageBytes};
+use kernel::page::{Page, PAGE_SIZE};
+use kernel::prelude::*;
+
+kernel::define_token!(pub(crate) TestToken);
+
+const WORDS: usize = PAGE_SIZE / 8;
+
+/// Contents the suites fill pages with. Every pattern gives each page index its own contents
+/// unless said otherwise.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Pattern {
+    /// Every page the same (KSM's best case).
+    Best,
+    /// Zero but the last 8 bytes, which hold `i + 1` (KSM's worst case, as `ksmpages`).
+    Worst,
+    /// A pseudo-random stream per page.
+    Random(u64),
+    /// 128 zero bytes, then a pseudo-random stream (PageONE's variant).
+    ZeroPrefix(u64),
+    /// Zero up to a position that varies with `i`, then a byte that varies, then zero: common
+    /// prefixes of every length, many pages equal.
+    Ragged,
+}
+
+fn splitmix(s: &mut u64) -> u64 {
+    *s = s.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    let mut z = *s;
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+impl Pattern {
+    /// The `w`-th word of page `i`, for words filled in order.
+    fn word(self, i: usize, w: usize, state: &mut u64) -> u64 {
+        match self {
+            Pattern::Best => 0x5a5a_5a5a_5a5a_5a5a,
+            Pattern::Worst => {
+                if w == WORDS - 1 {
+                    i as u64 + 1
+                } else {
+                    0
+                }
+            }
+            Pattern::Random(_) => splitmix(state),
+            Pattern::ZeroPrefix(_) => {
+                if w < 16 {
+                    0
+                } else {
+                    splitmix(state)
+                }
+            }
+            Pattern::Ragged => {
+                let at = (i * 37) % WORDS;
+                if w == at {
+                    ((i % 7) as u64 + 1) << ((i % 8) * 8)
+                } else {
+                    0
+                }
+            }
+        }
+    }
+
+    fn seed(self, i: usize) -> u64 {
+        match self {
+            Pattern::Random(s) | Pattern::ZeroPrefix(s) => {
+                s ^ (i as u64).wrapping_mul(0x1000_0000_01b3)
+            }
+            _ => 0,
+        }
+    }
+}
+
+/// What an rmap_item of the test backend maps: the index of a page, and the one it had first.
+pub(crate) struct TestMapping {
+    page: AtomicUsize,
+    orig: usize,
+}
+
+impl TestMapping {
+    pub(crate) fn new(page: usize) -> Self {
+        Self {
+            page: AtomicUsize::new(page),
+            orig: page,
+        }
+    }
+
+    /// The page mapped now.
+    pub(crate) fn page(&self) -> usize {
+        self.page.load(Relaxed)
+    }
+}
+
+/// A held test page.
+pub(crate) struct Held<'a> {
+    pub(crate) index: usize,
+    map: MappedPage<'a>,
+}
+
+impl Contents for Held<'_> {
+    fn bytes(&self) -> PageBytes<'_> {
+        self.map.bytes()
+    }
+}
+
+/// Kernel pages filled by a test, each on a NUMA node of the test's choosing.
+pub(crate) struct TestPages {
+    pages: KVec<Page>,
+    nid: KVec<usize>,
+    gone: KVec<AtomicBool>,
+    /// Merges that were attempted and failed because the contents differed.
+    pub(crate) merge_failures: AtomicUsize,
+}
+
+impl TestPages {
+    /// `n` pages of `pattern`, all on node 0.
+    pub(crate) fn new(n: usize, pattern: Pattern) -> Result<Self> {
+        let mut t = Self {
+            pages: KVec::with_capacity(n, GFP_KERNEL)?,
+            nid: KVec::with_capacity(n, GFP_KERNEL)?,
+            gone: KVec::with_capacity(n, GFP_KERNEL)?,
+            merge_failures: AtomicUsize::new(0),
+        };
+        for i in 0..n {
+            t.push(pattern, i, 0)?;
+        }
+        Ok(t)
+    }
+
+    /// Adds a page filled as page `i` of `pattern`, on node `nid`; returns its index.
+    pub(crate) fn push(&mut self, pattern: Pattern, i: usize, nid: usize) -> Result<usize> {
+        let page = Page::alloc_page(GFP_KERNEL)?;
+        let mut state = pattern.seed(i);
+        MappedPage::new(&page).fill_words(|w| pattern.word(i, w, &mut state));
+        self.pages.push(page, GFP_KERNEL)?;
+        self.nid.push(nid, GFP_KERNEL)?;
+        self.gone.push(AtomicBool::new(false), GFP_KERNEL)?;
+        Ok(self.pages.len() - 1)
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.pages.len()
+    }
+
+    /// Writes `bytes` at `offset` of page `i` (the page changes under the trees).
+    pub(crate) fn write(&self, i: usize, offset: usize, bytes: &[u8]) {
+        MappedPage::new(&self.pages[i]).write(offset, bytes);
+    }
+
+    /// Marks page `i` gone: it can no longer be had, like a freed KSM page.
+    pub(crate) fn set_gone(&self, i: usize) {
+        self.gone[i].store(true, Relaxed);
+    }
+
+    fn hold(&self, i: usize) -> Option<Held<'_>> {
+        if i >= self.pages.len() || self.gone[i].load(Relaxed) {
+            return None;
+        }
+        Some(Held {
+            index: i,
+            map: MappedPage::new(&self.pages[i]),
+        })
+    }
+
+    /// Page `i`, held.
+    pub(crate) fn held(&self, i: usize) -> Held<'_> {
+        self.hold(i).expect("test page gone")
+    }
+
+    /// Compares pages `a` and `b` byte by byte: the naive reference.
+    pub(crate) fn naive_cmp(&self, a: usize, b: usize) -> Ordering {
+        let (pa, pb) = (self.held(a), self.held(b));
+        let (ba, bb) = (pa.bytes(), pb.bytes());
+        let (mut x, mut y) = ([0u8; 64], [0u8; 64]);
+        let mut at = 0;
+        while at < PAGE_SIZE {
+            ba.read_into(at, &mut x);
+            bb.read_into(at, &mut y);
+            match x.cmp(&y) {
+                Ordering::Equal => at += 64,
+                o => return o,
+            }
+        }
+        Ordering::Equal
+    }
+
+    /// The page indexes `0..n` sorted by contents (the naive reference order).
+    pub(crate) fn sorted(&self, n: usize) -> Result<KVec<usize>> {
+        let mut v = KVec::with_capacity(n, GFP_KERNEL)?;
+        for i in 0..n {
+            v.push(i, GFP_KERNEL)?;
+        }
+        v.sort_unstable_by(|&a, &b| self.naive_cmp(a, b));
+        Ok(v)
+    }
+
+    /// Whether `sorted` (a sorted list of pages) has a page equal to page `key`: the naive
+    /// search, by bisection.
+    pub(crate) fn naive_contains(&self, sorted: &[usize], key: usize) -> bool {
+        sorted.binary_search_by(|&p| self.naive_cmp(p, key)).is_ok()
+    }
+}
+
+impl Backend for TestPages {
+    type Mapping = TestMapping;
+    type KsmPage = usize;
+    type Page<'a> = Held<'a>;
+    type Token = TestToken;
+
+    fn item_page(&self, mapping: &TestMapping) -> Option<Held<'_>> {
+        self.hold(mapping.page())
+    }
+
+    fn ksm_page(&self, page: &usize) -> Option<Held<'_>> {
+        self.hold(*page)
+    }
+
+    fn page_nid(&self, page: &Held<'_>) -> usize {
+        self.nid[page.index]
+    }
+
+    fn same_page(&self, a: &Held<'_>, b: &Held<'_>) -> bool {
+        a.index == b.index
+    }
+
+    fn page_is(&self, page: &Held<'_>, ksm: &usize) -> bool {
+        page.index == *ksm
+    }
+
+    fn ksm_page_nid(&self, ksm: &usize) -> usize {
+        self.nid[*ksm]
+    }
+
+    fn merge_with_ksm(&self, item: &RmapItem<Self>, page: &Held<'_>, ksm: &usize) -> Result {
+        if self.naive_cmp(page.index, *ksm) != Ordering::Equal {
+            self.merge_failures.fetch_add(1, Relaxed);
+            return Err(EBUSY);
+        }
+        item.mapping().page.store(*ksm, Relaxed);
+        Ok(())
+    }
+
+    fn merge_pages(
+        &self,
+        item: &RmapItem<Self>,
+        page: &Held<'_>,
+        _tree_item: &RmapItem<Self>,
+        tree_page: &Held<'_>,
+    ) -> Result<usize> {
+        if self.naive_cmp(page.index, tree_page.index) != Ordering::Equal {
+            self.merge_failures.fetch_add(1, Relaxed);
+            return Err(EBUSY);
+        }
+        // The tree's page becomes the KSM page; the scanned item maps it too.
+        item.mapping().page.store(tree_page.index, Relaxed);
+        Ok(tree_page.index)
+    }
+
+    fn break_merge(&self, item: &RmapItem<Self>) {
+        let m = item.mapping();
+        m.page.store(m.orig, Relaxed);
+    }
+}
+
+/// Items for pages `0..n` of `pages`, pinned.
+pub(crate) fn items(n: usize) -> Result<KVec<Pin<KBox<RmapItem<TestPages>>>>> {
+    let mut v = KVec::with_capacity(n, GFP_KERNEL)?;
+    for i in 0..n {
+        v.push(
+            KBox::pin(RmapItem::new(TestMapping::new(i)), GFP_KERNEL)?,
+            GFP_KERNEL,
+        )?;
+    }
+    Ok(v)
+}
+
+/// A permutation of `0..n` (a fixed pseudo-random order).
+pub(crate) fn shuffled(n: usize, seed: u64) -> Result<KVec<usize>> {
+    let mut v = KVec::with_capacity(n, GFP_KERNEL)?;
+    for i in 0..n {
+        v.push(i, GFP_KERNEL)?;
+    }
+    let mut s = seed;
+    for i in (1..n).rev() {
+        let j = (splitmix(&mut s) % (i as u64 + 1)) as usize;
+        v.swap(i, j);
+    }
+    Ok(v)
+}
+
+/// The largest height a red-black tree of `n` nodes can have: floor(2 log2(n + 1)), computed
+/// exactly as floor(log2((n + 1)^2)).
+pub(crate) fn max_rb_height(n: usize) -> usize {
+    let sq = (n as u128 + 1) * (n as u128 + 1);
+    (u128::BITS - 1 - sq.leading_zeros()) as usize
+}

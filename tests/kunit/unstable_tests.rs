@@ -1,0 +1,299 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! `rksm_unstable`: the unstable tree against a naive sorted array, the cost of its lookups, and
+//! what it does when pages change under it.
+
+use super::pages::{items, max_rb_height, shuffled, Pattern, TestMapping, TestPages};
+use crate::compare::Stats;
+use crate::item::RmapItem;
+use crate::unstable::{Lookup, UnstableTree};
+use core::cmp::Ordering;
+use kernel::kunit_suite::{Check, TestResult};
+use kernel::page::PAGE_SIZE;
+use kernel::prelude::*;
+use kernel::{kunit_ensure, kunit_ensure_eq, kunit_suite};
+
+/// What a lookup ended with, in terms the naive reference also speaks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Seen {
+    /// Found the page at this index.
+    Found(usize),
+    Inserted,
+    GaveUp,
+}
+
+/// Looks up a probe item for page `page` that is never left in the tree: if the lookup inserted
+/// it, it is taken out again at once.
+fn probe(
+    tree: &mut UnstableTree<TestPages>,
+    p: &TestPages,
+    page: usize,
+    stats: &mut Stats,
+) -> Result<Seen> {
+    let item = KBox::pin(RmapItem::new(TestMapping::new(page)), GFP_KERNEL)?;
+    let seen = lookup(tree, p, item.as_ref(), true, stats);
+    tree.remove(&item);
+    Ok(seen)
+}
+
+fn lookup(
+    tree: &mut UnstableTree<TestPages>,
+    p: &TestPages,
+    item: Pin<&RmapItem<TestPages>>,
+    skip: bool,
+    stats: &mut Stats,
+) -> Seen {
+    let key = p.held(item.mapping().page());
+    match tree.search_insert(p, item, &key, 0, false, skip, stats) {
+        Lookup::Found(hit) => Seen::Found(hit.page.index),
+        Lookup::Inserted => Seen::Inserted,
+        Lookup::GaveUp => Seen::GaveUp,
+    }
+}
+
+/// Inserts the pages of `pattern` in a shuffled order and checks every answer against a naive
+/// sorted array of the pages inserted so far: found exactly when an equal page is there, and
+/// then an equal page; the tree's order is the contents' order; the tree is balanced.
+fn against_naive(pattern: Pattern, n: usize, skip: bool) -> TestResult {
+    let p = TestPages::new(n, pattern).check()?;
+    let items = items(n).check()?;
+    let mut tree = UnstableTree::new();
+    let mut stats = Stats::default();
+    let mut naive: KVec<usize> = KVec::new();
+    for i in shuffled(n, 0x5eed).check()? {
+        let seen = lookup(&mut tree, &p, items[i].as_ref(), skip, &mut stats);
+        let pos = naive.binary_search_by(|&q| p.naive_cmp(q, i));
+        match (seen, pos) {
+            (Seen::Found(j), Ok(_)) => {
+                kunit_ensure_eq!(p.naive_cmp(i, j), Ordering::Equal);
+            }
+            (Seen::Inserted, Err(at)) => {
+                naive.push(i, GFP_KERNEL).check()?;
+                naive[at..].rotate_right(1);
+            }
+            (seen, pos) => {
+                kunit_ensure!(
+                    false,
+                    "page {}: tree says {:?}, naive search says {:?}",
+                    i,
+                    seen,
+                    pos.is_ok()
+                );
+            }
+        }
+    }
+    kunit_ensure_eq!(tree.len(), naive.len());
+    let mut prev: Option<usize> = None;
+    for (k, item) in tree.iter().enumerate() {
+        let here = item.mapping().page();
+        kunit_ensure_eq!(p.naive_cmp(here, naive[k]), Ordering::Equal);
+        if let Some(q) = prev {
+            kunit_ensure_eq!(p.naive_cmp(q, here), Ordering::Less);
+        }
+        prev = Some(here);
+    }
+    kunit_ensure!(
+        tree.height() <= max_rb_height(tree.len()),
+        "height {} for {} nodes",
+        tree.height(),
+        tree.len()
+    );
+    tree.reset();
+    Ok(())
+}
+
+fn best_case_matches_naive() -> TestResult {
+    against_naive(Pattern::Best, 2048, true)
+}
+
+fn worst_case_matches_naive() -> TestResult {
+    against_naive(Pattern::Worst, 4096, true)
+}
+
+fn random_pages_match_naive() -> TestResult {
+    against_naive(Pattern::Random(0xbeef), 4096, true)
+}
+
+fn zero_prefix_pages_match_naive() -> TestResult {
+    against_naive(Pattern::ZeroPrefix(0xfeed), 4096, true)
+}
+
+fn ragged_prefixes_match_naive() -> TestResult {
+    against_naive(Pattern::Ragged, 4096, true)
+}
+
+/// Skipping prefixes changes the cost, never the answers: the same lookups with and without it
+/// give the same results, on every pattern.
+fn skipping_gives_naive_answers() -> TestResult {
+    for pattern in [
+        Pattern::Worst,
+        Pattern::Random(3),
+        Pattern::ZeroPrefix(4),
+        Pattern::Ragged,
+        Pattern::Best,
+    ] {
+        let n = 1024;
+        let p = TestPages::new(n, pattern).check()?;
+        let (a, b) = (items(n).check()?, items(n).check()?);
+        let (mut skip, mut plain) = (UnstableTree::new(), UnstableTree::new());
+        let mut stats = Stats::default();
+        for i in shuffled(n, 77).check()? {
+            let x = lookup(&mut skip, &p, a[i].as_ref(), true, &mut stats);
+            let y = lookup(&mut plain, &p, b[i].as_ref(), false, &mut stats);
+            kunit_ensure_eq!(x, y);
+        }
+        kunit_ensure_eq!(skip.len(), plain.len());
+        for (x, y) in skip.iter().zip(plain.iter()) {
+            kunit_ensure_eq!(x.mapping().page(), y.mapping().page());
+        }
+        skip.reset();
+        plain.reset();
+    }
+    Ok(())
+}
+
+/// On the worst case (4096 pages equal but their last 8 bytes), a lookup that skips prefixes
+/// reads at most 4096 + 64 bytes per level, where the plain walk reads 4096 at every level.
+fn worst_case_lookup_cost() -> TestResult {
+    let n = 4096;
+    let p = TestPages::new(n, Pattern::Worst).check()?;
+    let (a, b) = (items(n).check()?, items(n).check()?);
+    let (mut skip, mut plain) = (UnstableTree::new(), UnstableTree::new());
+    let (mut s, mut q) = (Stats::default(), Stats::default());
+    for i in shuffled(n, 11).check()? {
+        lookup(&mut skip, &p, a[i].as_ref(), true, &mut s);
+        kunit_ensure!(
+            s.last_bytes <= PAGE_SIZE as u64 + 64 * u64::from(s.last_depth),
+            "lookup of page {} read {} bytes at depth {}",
+            i,
+            s.last_bytes,
+            s.last_depth
+        );
+        lookup(&mut plain, &p, b[i].as_ref(), false, &mut q);
+        kunit_ensure_eq!(q.last_bytes, PAGE_SIZE as u64 * u64::from(q.last_depth));
+    }
+    kunit_ensure!(
+        s.max_depth >= 12,
+        "a tree of {} pages is at least 12 deep, saw {}",
+        n,
+        s.max_depth
+    );
+    kunit_ensure!(
+        q.bytes >= 8 * s.bytes,
+        "plain {} bytes vs skipping {} bytes",
+        q.bytes,
+        s.bytes
+    );
+    pr_info!(
+        "rksm_unstable: worst case, {} pages: {} bytes per lookup skipping, {} plain, max depth {}\n",
+        n,
+        s.bytes / s.lookups,
+        q.bytes / q.lookups,
+        s.max_depth
+    );
+    skip.reset();
+    plain.reset();
+    Ok(())
+}
+
+/// Lookups of pages equal to ones in the tree find them, and read at most one page plus 64
+/// bytes per level before checking the skipped prefix of the match.
+fn worst_case_hits_are_cheap_and_exact() -> TestResult {
+    let n = 4096;
+    let mut p = TestPages::new(n, Pattern::Worst).check()?;
+    let a = items(n).check()?;
+    let mut tree = UnstableTree::new();
+    let mut s = Stats::default();
+    for i in shuffled(n, 5).check()? {
+        lookup(&mut tree, &p, a[i].as_ref(), true, &mut s);
+    }
+    for k in 0..256 {
+        let i = (k * 16 + 3) % n;
+        let page = p.push(Pattern::Worst, i, 0).check()?;
+        let verify0 = s.verify_bytes;
+        let seen = probe(&mut tree, &p, page, &mut s).check()?;
+        kunit_ensure_eq!(seen, Seen::Found(i));
+        kunit_ensure!(s.last_bytes <= PAGE_SIZE as u64 + 64 * u64::from(s.last_depth));
+        kunit_ensure!(s.verify_bytes - verify0 <= PAGE_SIZE as u64);
+    }
+    tree.reset();
+    Ok(())
+}
+
+/// Pages that change after insertion make lookups miss, never report a page whose contents
+/// differ; the tree stays balanced, and the pass reset empties it.
+fn mutation_misses_never_lies() -> TestResult {
+    let n = 2048;
+    let mut p = TestPages::new(n, Pattern::Random(0x51)).check()?;
+    let a = items(n).check()?;
+    let mut tree = UnstableTree::new();
+    let mut s = Stats::default();
+    for i in shuffled(n, 9).check()? {
+        lookup(&mut tree, &p, a[i].as_ref(), true, &mut s);
+    }
+    // Change a quarter of the pages, at their start, middle and end.
+    for i in (0..n).step_by(4) {
+        p.write(i, (i * 13) % PAGE_SIZE, &[0xa5, 0x5a, 0xff]);
+    }
+    let mut found = 0;
+    for i in 0..n {
+        // A fresh page with what page i held when it was inserted.
+        let page = p.push(Pattern::Random(0x51), i, 0).check()?;
+        if let Seen::Found(j) = probe(&mut tree, &p, page, &mut s).check()? {
+            kunit_ensure_eq!(p.naive_cmp(page, j), Ordering::Equal);
+            found += 1;
+        }
+        if i % 256 == 0 {
+            kunit_ensure!(tree.height() <= max_rb_height(tree.len()));
+        }
+    }
+    kunit_ensure!(
+        found >= n / 2,
+        "only {} of {} unchanged pages found",
+        found,
+        n
+    );
+    kunit_ensure!(tree.height() <= max_rb_height(tree.len()));
+    tree.reset();
+    kunit_ensure_eq!(tree.len(), 0);
+    kunit_ensure!(a.iter().all(|it| it.is_loose()));
+    Ok(())
+}
+
+/// A lookup gives up, inserting nothing, when a tree item maps the key's own page (a fork
+/// shares it) or its page is gone.
+fn gives_up_on_same_or_gone_page() -> TestResult {
+    let p = TestPages::new(4, Pattern::Worst).check()?;
+    let a = items(4).check()?;
+    let mut tree = UnstableTree::new();
+    let mut s = Stats::default();
+    kunit_ensure_eq!(
+        lookup(&mut tree, &p, a[1].as_ref(), true, &mut s),
+        Seen::Inserted
+    );
+    kunit_ensure_eq!(probe(&mut tree, &p, 1, &mut s).check()?, Seen::GaveUp);
+    p.set_gone(1);
+    kunit_ensure_eq!(
+        lookup(&mut tree, &p, a[2].as_ref(), true, &mut s),
+        Seen::GaveUp
+    );
+    kunit_ensure_eq!(tree.len(), 1);
+    tree.reset();
+    Ok(())
+}
+
+kunit_suite!(
+    "rksm_unstable",
+    [
+        best_case_matches_naive,
+        worst_case_matches_naive,
+        random_pages_match_naive,
+        zero_prefix_pages_match_naive,
+        ragged_prefixes_match_naive,
+        skipping_gives_naive_answers,
+        worst_case_lookup_cost,
+        worst_case_hits_are_cheap_and_exact,
+        mutation_misses_never_lies,
+        gives_up_on_same_or_gone_page,
+    ]
+);
