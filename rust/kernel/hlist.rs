@@ -338,9 +338,20 @@ impl<T: HListNode, K: Token> HList<T, K> {
         })
     }
 
-    /// Unlinks every element, calling `each` for each.
-    pub fn clear(&self, _token: &mut K, mut each: impl FnMut(&T)) {
-        // SAFETY: `first` is valid; the exclusive token excludes every other reader and writer.
+    /// Unlinks every element, calling `each` for each; returns how many there were.
+    pub fn clear(&self, _token: &mut K, each: impl FnMut(&T)) -> usize {
+        // SAFETY: The exclusive token excludes every other reader and writer.
+        unsafe { self.clear_raw(each) }
+    }
+
+    /// Unlinks every element.
+    ///
+    /// # Safety
+    ///
+    /// The caller holds the token exclusively.
+    unsafe fn clear_raw(&self, mut each: impl FnMut(&T)) -> usize {
+        let n = self.len();
+        // SAFETY: `first` is valid; the caller excludes every other reader and writer.
         let mut cur = unsafe { *self.first.get() };
         while !cur.is_null() {
             // SAFETY: `cur` are links on this list, of a live `T` (type invariant).
@@ -355,6 +366,30 @@ impl<T: HListNode, K: Token> HList<T, K> {
         unsafe { *self.first.get() = ptr::null_mut() };
         // INVARIANT: Nothing is reachable.
         self.len.store(0, Ordering::Relaxed);
+        n
+    }
+
+    /// The elements, newest first, read without the token.
+    ///
+    /// # Safety
+    ///
+    /// Nobody changes the list while the iterator and the references it yields are in use: the
+    /// caller holds a lock that every writer of this list holds while writing it.
+    pub unsafe fn iter_unchecked(&self) -> impl Iterator<Item = Pin<&T>> + '_ {
+        // SAFETY: `first` is valid for reads; the caller excludes writers.
+        let mut cur = unsafe { *self.first.get() };
+        core::iter::from_fn(move || {
+            if cur.is_null() {
+                return None;
+            }
+            // SAFETY: `cur` are links on this list, of a live, pinned `T`, which no writer can
+            // unlink (hence nobody free) while the caller's lock is held.
+            unsafe {
+                let elem = elem_of::<T>(cur);
+                cur = (*cur).next;
+                Some(Pin::new_unchecked(elem))
+            }
+        })
     }
 }
 
@@ -457,5 +492,24 @@ impl<T: Unpin, K: Token> TokenCell<T, K> {
     /// The value, when the cell itself is owned.
     pub fn into_inner(self) -> T {
         self.value.into_inner()
+    }
+}
+
+/// Takes every element off the list `elem` is on (`elem` too), calling `each` for each; returns
+/// how many there were (0 if `elem` is on no list).
+pub fn clear_list_of<T: HListNode>(elem: &T, _token: &mut T::Token, each: impl FnMut(&T)) -> usize {
+    let Some((_, list)) = list_of(elem) else {
+        return 0;
+    };
+    // SAFETY: `list` has an element, so it is alive; the exclusive token is held.
+    unsafe { (*list).clear_raw(each) }
+}
+
+/// The length of the list `elem` is on (0 if none).
+pub fn list_len_of<T: HListNode>(elem: &T, _token: &T::Token) -> usize {
+    match list_of(elem) {
+        // SAFETY: `list` has an element, so it is alive; the shared token keeps it so.
+        Some((_, list)) => unsafe { (*list).len() },
+        None => 0,
     }
 }

@@ -21,8 +21,9 @@ PATCHES = [
         "mm-ksm-make-the-implementation-a-Kconfig-choice",
         "mm: ksm: make the implementation a Kconfig choice",
         """Let the configuration choose between the C KSM of mm/ksm.c and rksm,
-the Rust KSM that lives in samples/rust/rksm. Both kernels then come from
-one tree and one configuration but for this choice.""",
+the Rust KSM that lives in samples/rust/rksm, which then replaces it.
+Both kernels come from one tree and one configuration but for this
+choice.""",
         [
             ("mm/Kconfig", [(
                 """	  until a program has madvised that an area is MADV_MERGEABLE, and
@@ -51,17 +52,20 @@ config KSM_C
 
 config KSM_RUST
 	bool "Rust implementation (rksm)"
-	depends on RUST
+	depends on RUST && !MEMORY_HOTREMOVE
 	select SAMPLES
 	select SAMPLES_RUST
 	help
-	  rksm: KSM written in Rust, in samples/rust/rksm, meant to give
-	  the same user interface as mm/ksm.c. Until it can stand in for
-	  mm/ksm.c, the C implementation is still built beside it.
+	  rksm: KSM written in Rust, in samples/rust/rksm, with the same
+	  user interface as mm/ksm.c, which it replaces. It does not handle
+	  memory hot-remove yet.
 	  If unsure, say N.
 
 endchoice
 """)]),
+            ("mm/Makefile", [(
+                "obj-$(CONFIG_KSM) += ksm.o\n",
+                "obj-$(CONFIG_KSM_C) += ksm.o\n")]),
             ("samples/rust/Makefile", [(
                 "obj-$(CONFIG_SAMPLE_RUST_PRINT)			+= rust_print.o\n",
                 "obj-$(CONFIG_SAMPLE_RUST_PRINT)			+= rust_print.o\n"
@@ -80,15 +84,50 @@ lists, memory management (page contents), and KVec::pop and swap_remove.""",
                 ("#[cfg(CONFIG_KUNIT)]\npub mod kunit;\n",
                  "#[cfg(CONFIG_KUNIT)]\npub mod kunit;\n#[cfg(CONFIG_KUNIT)]\npub mod kunit_suite;\n"),
                 ("pub mod list;\n", "pub mod hlist;\npub mod list;\npub mod mm;\n"),
-                ("pub mod rbtree;\n", "pub mod rbtree;\npub mod search_tree;\n"),
-                ("pub mod ioctl;\n", "pub mod ioctl;\nmod kvec_ext;\n"),
+                ("pub mod rbtree;\n", "pub mod rbtree;\npub mod search_tree;\npub mod slist;\n"),
+                ("pub mod ioctl;\n", "pub mod ioctl;\nmod kvec_ext;\npub mod kthread;\n"),
+                ("pub mod firmware;\n", "pub mod firmware;\npub mod global;\n"),
+                ("pub mod str;\n", "pub mod str;\npub mod sysfs;\n"),
+            ]),
+            ("rust/kernel/alloc.rs", [
+                ("    pub const __GFP_NOWARN: Flags = Flags(bindings::__GFP_NOWARN);\n",
+                 "    pub const __GFP_NOWARN: Flags = Flags(bindings::__GFP_NOWARN);\n\n"
+                 "    /// Fail rather than retry hard (no OOM killer): for allocations that can\n"
+                 "    /// wait for a better time.\n"
+                 "    pub const __GFP_NORETRY: Flags = Flags(bindings::__GFP_NORETRY);\n"),
             ]),
             ("rust/helpers/helpers.c", [
                 ('#include "kunit.c"\n', '#include "kunit.c"\n#include "kunit_suite.c"\n'),
+                ('#include "kunit_suite.c"\n#include "mutex.c"\n', '#include "kunit_suite.c"\n#include "mm_ksm.c"\n#include "mutex.c"\n'),
             ]),
             ("rust/bindings/bindings_helper.h", [
                 ("#include <linux/workqueue.h>\n",
                  "#include <linux/workqueue.h>\n#include <linux/xxhash.h>\n"),
+                ("#include <linux/jiffies.h>\n",
+                 "#include <linux/freezer.h>\n#include <linux/highmem.h>\n"
+                 "#include <linux/jiffies.h>\n#include <linux/kobject.h>\n"
+                 "#include <linux/kstrtox.h>\n#include <linux/ksm.h>\n"
+                 "#include <linux/kthread.h>\n"),
+                ("#include <linux/mdio.h>\n",
+                 "#include <linux/mdio.h>\n#include <linux/mm.h>\n"
+                 "#include <linux/mman.h>\n#include <linux/mmu_notifier.h>\n"
+                 "#include <linux/pagewalk.h>\n"),
+                ("#include <linux/refcount.h>\n",
+                 "#include <linux/refcount.h>\n#include <linux/rmap.h>\n"),
+                ("#include <linux/sched.h>\n",
+                 "#include <linux/sched.h>\n#include <linux/sched/coredump.h>\n"
+                 "#include <linux/sched/cputime.h>\n#include <linux/sched/mm.h>\n"
+                 "#include <linux/sched/signal.h>\n"),
+                ("#include <linux/slab.h>\n",
+                 "#include <linux/slab.h>\n#include <linux/swap.h>\n#include <linux/sysfs.h>\n"),
+                ("const gfp_t RUST_CONST_HELPER___GFP_ZERO = __GFP_ZERO;\n",
+                 "const gfp_t RUST_CONST_HELPER___GFP_ZERO = __GFP_ZERO;\n"
+                 "const gfp_t RUST_CONST_HELPER___GFP_HIGH = __GFP_HIGH;\n"
+                 "const gfp_t RUST_CONST_HELPER___GFP_NORETRY = __GFP_NORETRY;\n"
+                 "const vm_flags_t RUST_CONST_HELPER_VM_DROPPABLE = VM_DROPPABLE;\n"
+                 "const folio_walk_flags_t RUST_CONST_HELPER_FW_MIGRATION = FW_MIGRATION;\n"
+                 "const folio_walk_flags_t RUST_CONST_HELPER_FW_ZEROPAGE = FW_ZEROPAGE;\n"
+                 "const long RUST_CONST_HELPER_MAX_SCHEDULE_TIMEOUT = MAX_SCHEDULE_TIMEOUT;\n"),
             ]),
         ],
     ),

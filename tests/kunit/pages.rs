@@ -9,6 +9,7 @@
 
 use crate::backend::{Backend, Contents};
 use crate::item::RmapItem;
+use crate::stable::StableNode;
 use core::cmp::Ordering;
 use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
 use kernel::mm::contents::{MappedPage, PageBytes};
@@ -218,15 +219,21 @@ impl TestPages {
 impl Backend for TestPages {
     type Mapping = TestMapping;
     type KsmPage = usize;
+    type ItemExtra = ();
     type Page<'a> = Held<'a>;
+    type Locked<'a> = ();
     type Token = TestToken;
 
     fn item_page(&self, mapping: &TestMapping) -> Option<Held<'_>> {
         self.hold(mapping.page())
     }
 
-    fn ksm_page(&self, page: &usize) -> Option<Held<'_>> {
-        self.hold(*page)
+    fn ksm_page(&self, node: &StableNode<Self>) -> Option<Held<'_>> {
+        self.hold(*node.ksm_page()?)
+    }
+
+    fn ksm_page_of(&self, page: &Held<'_>) -> usize {
+        page.index
     }
 
     fn page_nid(&self, page: &Held<'_>) -> usize {
@@ -237,42 +244,71 @@ impl Backend for TestPages {
         a.index == b.index
     }
 
-    fn page_is(&self, page: &Held<'_>, ksm: &usize) -> bool {
-        page.index == *ksm
+    fn page_is(&self, page: &Held<'_>, node: &StableNode<Self>) -> bool {
+        node.ksm_page() == Some(&page.index)
+    }
+
+    fn is_ksm(&self, _page: &Held<'_>) -> bool {
+        // Test pages are not told apart by their own state; the trees know which are KSM pages.
+        false
     }
 
     fn ksm_page_nid(&self, ksm: &usize) -> usize {
         self.nid[*ksm]
     }
 
-    fn merge_with_ksm(&self, item: &RmapItem<Self>, page: &Held<'_>, ksm: &usize) -> Result {
-        if self.naive_cmp(page.index, *ksm) != Ordering::Equal {
+    fn lock<'a>(&'a self, _page: &'a Held<'_>) {}
+
+    fn locked_is(&self, _locked: &(), _node: &StableNode<Self>) -> bool {
+        true
+    }
+
+    fn link_node(&self, _locked: &(), _node: Pin<&StableNode<Self>>) {}
+
+    fn node_of<'a>(&self, _locked: &'a ()) -> Option<Pin<&'a StableNode<Self>>> {
+        None
+    }
+
+    fn settle(&self, _kpage: &Held<'_>) -> Result {
+        Ok(())
+    }
+
+    fn merge_with_ksm(&self, item: &RmapItem<Self>, page: &Held<'_>, kpage: &Held<'_>) -> Result {
+        if self.naive_cmp(page.index, kpage.index) != Ordering::Equal {
             self.merge_failures.fetch_add(1, Relaxed);
             return Err(EBUSY);
         }
-        item.mapping().page.store(*ksm, Relaxed);
+        item.mapping().page.store(kpage.index, Relaxed);
         Ok(())
     }
 
     fn merge_pages(
         &self,
-        item: &RmapItem<Self>,
+        _item: &RmapItem<Self>,
         page: &Held<'_>,
-        _tree_item: &RmapItem<Self>,
+        tree_item: &RmapItem<Self>,
         tree_page: &Held<'_>,
-    ) -> Result<usize> {
+    ) -> Result {
         if self.naive_cmp(page.index, tree_page.index) != Ordering::Equal {
             self.merge_failures.fetch_add(1, Relaxed);
             return Err(EBUSY);
         }
-        // The tree's page becomes the KSM page; the scanned item maps it too.
-        item.mapping().page.store(tree_page.index, Relaxed);
-        Ok(tree_page.index)
+        // As in C KSM, the scanned page becomes the KSM page; the tree's item maps it too.
+        tree_item.mapping().page.store(page.index, Relaxed);
+        Ok(())
+    }
+
+    fn merge_zero(&self, _item: &RmapItem<Self>, _page: &Held<'_>) -> bool {
+        false
     }
 
     fn break_merge(&self, item: &RmapItem<Self>) {
         let m = item.mapping();
         m.page.store(m.orig, Relaxed);
+    }
+
+    fn release(&self, _node: &StableNode<Self>) -> bool {
+        true
     }
 }
 

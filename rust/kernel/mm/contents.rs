@@ -165,7 +165,17 @@ impl<'a> MappedPage<'a> {
     /// Maps `page` for reading.
     pub fn new(page: &'a Page) -> Self {
         // SAFETY: `page.as_ptr()` is a valid page for as long as `page` is borrowed.
-        let addr = unsafe { bindings::kmap_local_page(page.as_ptr()) };
+        unsafe { Self::from_raw(page.as_ptr()) }
+    }
+
+    /// Maps the page at `page`.
+    ///
+    /// # Safety
+    ///
+    /// `page` is a valid page that stays allocated for `'a`.
+    pub unsafe fn from_raw(page: *mut bindings::page) -> Self {
+        // SAFETY: By the safety requirements, `page` is valid.
+        let addr = unsafe { bindings::kmap_local_page(page) };
         // INVARIANT: `kmap_local_page` returns the non-null address of the mapping.
         Self {
             addr: NonNull::new(addr.cast()).expect("kmap_local_page returned NULL"),

@@ -3,15 +3,18 @@
 //! How rksm's trees reach the pages they index.
 //!
 //! The trees compare page contents but know nothing of processes: a [`Backend`] turns what an
-//! rmap_item or a stable node records into a page held for reading. The scanner's backend does so
-//! with the folios of real address spaces; the KUnit suites' with kernel pages they fill.
+//! rmap_item or a stable node records into a page held for reading, and does the merges. The
+//! kernel's backend does so with the folios of real address spaces ([`crate::real`]); the KUnit
+//! suites' with kernel pages they fill.
 
 use crate::item::RmapItem;
+use crate::stable::StableNode;
+use core::pin::Pin;
 use kernel::hlist::Token;
 use kernel::mm::contents::PageBytes;
 use kernel::prelude::*;
 
-/// A page held while its contents are read (pinned by a reference, mapped).
+/// A page held while its contents are read (pinned by a reference, mapped on demand).
 pub(crate) trait Contents {
     /// The page's bytes.
     fn bytes(&self) -> PageBytes<'_>;
@@ -21,10 +24,17 @@ pub(crate) trait Contents {
 pub(crate) trait Backend: Sized {
     /// What an rmap_item records of where its page is mapped (an address space and an address).
     type Mapping: Send + Sync;
-    /// What a stable node records of its KSM page (the page frame number, for real pages).
+    /// What a stable node records of its KSM page (its page frame, for real pages).
     type KsmPage: Send + Sync;
+    /// What an rmap_item keeps while it is merged (a reference on its anon_vma, for real pages);
+    /// set and emptied through shared references.
+    type ItemExtra: Send + Sync + Default;
     /// A page held for reading.
     type Page<'a>: Contents
+    where
+        Self: 'a;
+    /// A held page, locked (what guards a KSM page's list of mappings).
+    type Locked<'a>
     where
         Self: 'a;
     /// The token that governs the lists of rmap_items under stable nodes.
@@ -34,7 +44,10 @@ pub(crate) trait Backend: Sized {
     fn item_page(&self, mapping: &Self::Mapping) -> Option<Self::Page<'_>>;
 
     /// The KSM page of a stable node, or `None` if it is gone (the node is stale).
-    fn ksm_page(&self, page: &Self::KsmPage) -> Option<Self::Page<'_>>;
+    fn ksm_page(&self, node: &StableNode<Self>) -> Option<Self::Page<'_>>;
+
+    /// What a new stable node records of `page`, which has just become a KSM page.
+    fn ksm_page_of(&self, page: &Self::Page<'_>) -> Self::KsmPage;
 
     /// The NUMA node of a held page.
     fn page_nid(&self, page: &Self::Page<'_>) -> usize;
@@ -42,34 +55,58 @@ pub(crate) trait Backend: Sized {
     /// Whether two held pages are the same page (not merely equal contents).
     fn same_page(&self, a: &Self::Page<'_>, b: &Self::Page<'_>) -> bool;
 
-    /// Whether a held page is the KSM page `ksm`.
-    fn page_is(&self, page: &Self::Page<'_>, ksm: &Self::KsmPage) -> bool;
+    /// Whether `page` is the KSM page of `node`.
+    fn page_is(&self, page: &Self::Page<'_>, node: &StableNode<Self>) -> bool;
+
+    /// Whether `page` is a KSM page (of some node, or still of none).
+    fn is_ksm(&self, page: &Self::Page<'_>) -> bool;
 
     /// The NUMA node of a KSM page.
     fn ksm_page_nid(&self, ksm: &Self::KsmPage) -> usize;
 
-    /// Maps the KSM page `ksm` where `item` maps `page`, whose contents are equal (C's
-    /// `try_to_merge_with_ksm_page`). Fails if the page changed or could not be replaced.
-    fn merge_with_ksm(
-        &self,
-        item: &RmapItem<Self>,
-        page: &Self::Page<'_>,
-        ksm: &Self::KsmPage,
-    ) -> Result;
+    /// Locks `page`, sleeping until it is free.
+    fn lock<'a>(&'a self, page: &'a Self::Page<'_>) -> Self::Locked<'a>;
 
-    /// Turns two equal pages into one KSM page mapped by both items (C's
-    /// `try_to_merge_two_pages`), and returns it.
+    /// Whether the locked KSM page still belongs to `node` (it may have been freed and reused
+    /// before the lock was had).
+    fn locked_is(&self, locked: &Self::Locked<'_>, node: &StableNode<Self>) -> bool;
+
+    /// Makes the locked KSM page point at `node`.
+    fn link_node(&self, locked: &Self::Locked<'_>, node: Pin<&StableNode<Self>>);
+
+    /// The stable node the locked KSM page points at.
+    fn node_of<'a>(&self, locked: &'a Self::Locked<'_>) -> Option<Pin<&'a StableNode<Self>>>;
+
+    /// Lets page migration see a raised reference on a KSM page found in the stable tree, by
+    /// taking and dropping its lock; `EBUSY` if it is locked.
+    fn settle(&self, kpage: &Self::Page<'_>) -> Result;
+
+    /// Maps the KSM page `kpage` where `item` maps `page`, whose contents are equal (C's
+    /// `try_to_merge_with_ksm_page()`); `kpage` may be `page` itself (a fork shares a KSM page).
+    fn merge_with_ksm(&self, item: &RmapItem<Self>, page: &Self::Page<'_>, kpage: &Self::Page<'_>) -> Result;
+
+    /// Turns `page` into a KSM page and maps it where `tree_item` maps the equal `tree_page`
+    /// (C's `try_to_merge_two_pages()`).
     fn merge_pages(
         &self,
         item: &RmapItem<Self>,
         page: &Self::Page<'_>,
         tree_item: &RmapItem<Self>,
         tree_page: &Self::Page<'_>,
-    ) -> Result<Self::KsmPage>;
+    ) -> Result;
 
-    /// Gives `item` a private copy of its page again (C's `break_cow`), after a merge that could
+    /// If zero pages are merged (`use_zero_pages`) and `page` is all zero by its checksum, maps
+    /// the zero page instead (C's `try_to_merge_with_zero_page()`). `true` when done with the
+    /// page (merged, or its area is gone), `false` to go on to the trees.
+    fn merge_zero(&self, item: &RmapItem<Self>, page: &Self::Page<'_>) -> bool;
+
+    /// Gives `item` a private copy of its page again (C's `break_cow()`), after a merge that could
     /// not be recorded.
     fn break_merge(&self, item: &RmapItem<Self>);
+
+    /// Whether a stable node with no mappings may go: its KSM page is gone or unmapped (then
+    /// made to point at no node), not still mapped somewhere.
+    fn release(&self, node: &StableNode<Self>) -> bool;
 
     /// `item` went onto the list of a stable node.
     fn merged(&self, _item: &RmapItem<Self>) {}

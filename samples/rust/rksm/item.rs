@@ -4,9 +4,10 @@
 
 use crate::backend::Backend;
 use crate::stable::StableNode;
-use core::sync::atomic::{AtomicU16, AtomicU32, Ordering::Relaxed};
+use core::sync::atomic::{AtomicU16, AtomicU32, AtomicU8, Ordering::Relaxed};
 use kernel::hlist::{self, HListNode};
 use kernel::search_tree::{Linked, TreeLinks, TreeNode};
+use kernel::slist::{SListLinks, SListNode};
 
 /// One page of a process that KSM tracks (C's `struct ksm_rmap_item`).
 ///
@@ -15,18 +16,24 @@ use kernel::search_tree::{Linked, TreeLinks, TreeNode};
 /// changed only by the tree or list they are in, so an item cannot claim a place it is not in.
 /// The rest of its state is kept in atomics: it is set through shared references, since the
 /// item of the other process in a merge is reached through the tree, not owned.
+///
+/// With the kernel's backend an item is 64 bytes, like C's.
 pub(crate) struct RmapItem<B: Backend> {
+    scan: SListLinks,
     mapping: B::Mapping,
     links: TreeLinks,
     checksum: AtomicU32,
+    age: AtomicU8,
+    skips: AtomicU8,
     nid: AtomicU16,
+    extra: B::ItemExtra,
 }
 
 /// Where an [`RmapItem`] is.
 pub(crate) enum Place<'t, B: Backend> {
     /// In no tree and on no stable node's list.
     Loose,
-    /// In the unstable tree of NUMA node `nid` (0 when trees are shared across nodes).
+    /// In the unstable tree of index `nid` (0 when trees are shared across NUMA nodes).
     Unstable {
         /// The index of the tree.
         nid: usize,
@@ -39,10 +46,14 @@ impl<B: Backend> RmapItem<B> {
     /// A loose item for `mapping`, whose checksum is not known yet.
     pub(crate) fn new(mapping: B::Mapping) -> Self {
         Self {
+            scan: SListLinks::new(),
             mapping,
             links: TreeLinks::new(),
             checksum: AtomicU32::new(0),
+            age: AtomicU8::new(0),
+            skips: AtomicU8::new(0),
             nid: AtomicU16::new(0),
+            extra: B::ItemExtra::default(),
         }
     }
 
@@ -87,6 +98,23 @@ impl<B: Backend> RmapItem<B> {
         self.checksum.load(Relaxed)
     }
 
+    /// Smart-scan data: how many passes the page has been looked at without merging, and how
+    /// many more it may be skipped.
+    pub(crate) fn age(&self) -> (u8, u8) {
+        (self.age.load(Relaxed), self.skips.load(Relaxed))
+    }
+
+    /// Sets the smart-scan data.
+    pub(crate) fn set_age(&self, age: u8, skips: u8) {
+        self.age.store(age, Relaxed);
+        self.skips.store(skips, Relaxed);
+    }
+
+    /// What the item keeps while merged.
+    pub(crate) fn extra(&self) -> &B::ItemExtra {
+        &self.extra
+    }
+
     pub(crate) fn set_nid(&self, nid: usize) {
         self.nid.store(nid as u16, Relaxed);
     }
@@ -103,4 +131,12 @@ impl<B: Backend> TreeNode for RmapItem<B> {
 impl<B: Backend> HListNode for RmapItem<B> {
     type Owner = StableNode<B>;
     type Token = B::Token;
+}
+
+impl<B: Backend> SListNode for RmapItem<B> {
+    const LINKS_OFFSET: usize = core::mem::offset_of!(Self, scan);
+
+    fn slist_links(&self) -> &SListLinks {
+        &self.scan
+    }
 }

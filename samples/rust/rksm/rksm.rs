@@ -6,30 +6,39 @@
 //! candidates, both indexed by page contents ([`stable`], [`unstable`], per NUMA node in
 //! [`trees`]), searched with comparisons that skip a prefix already known to be equal
 //! ([`compare`]). The trees reach pages through a [`backend::Backend`], so that KUnit drives them
-//! with pages it fills and the scanner with the pages of processes.
+//! with pages it fills and the kernel with the pages of processes ([`real`]). [`scan`] is the
+//! scanner and `ksmd`, [`knobs`] the files of `/sys/kernel/mm/ksm`, and [`abi`] the functions of
+//! `<linux/ksm.h>` the rest of the kernel calls.
 
 use kernel::prelude::*;
+use kernel::c_str;
 
+mod abi;
 mod backend;
 mod compare;
 mod item;
+mod knobs;
+mod real;
+mod scan;
 mod stable;
 mod trees;
 mod unstable;
 
 module! {
-    type: Rksm,
+    type: RksmModule,
     name: "rksm",
     author: "rksm developers",
     description: "Kernel Samepage Merging in Rust",
     license: "GPL",
 }
 
-struct Rksm;
+struct RksmModule;
 
-impl kernel::Module for Rksm {
+impl kernel::Module for RksmModule {
     fn init(_module: &'static ThisModule) -> Result<Self> {
-        Ok(Rksm)
+        scan::init()?;
+        kernel::sysfs::register_mm_group(c_str!("ksm"), &knobs::ATTRS)?;
+        Ok(RksmModule)
     }
 }
 

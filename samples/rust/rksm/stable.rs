@@ -94,6 +94,17 @@ impl<B: Backend> StableNode<B> {
         self.items.iter(token)
     }
 
+    /// The rmap_items that map the page, read without the token.
+    ///
+    /// # Safety
+    ///
+    /// Nobody changes the node's list meanwhile: the caller holds the node's KSM page locked,
+    /// which every writer of the list holds too (see `abi`).
+    pub(crate) unsafe fn items_unlocked(&self) -> impl Iterator<Item = Pin<&RmapItem<B>>> + '_ {
+        // SAFETY: By the safety requirements.
+        unsafe { self.items.iter_unchecked() }
+    }
+
     /// The dups of a chain (none for a plain node).
     pub(crate) fn dups<'t>(&'t self, token: &'t B::Token) -> &'t [Pin<KBox<StableNode<B>>>] {
         match &self.kind {
@@ -173,10 +184,26 @@ pub(crate) struct Found<'a, B: Backend> {
     pub(crate) page: B::Page<'a>,
 }
 
+/// Takes every mapping off the stable node `item` is under, whose KSM page is gone (C's
+/// `remove_node_from_stable_tree()`, but the empty node itself stays in the tree until a lookup
+/// meets it and prunes it). Each item becomes loose.
+pub(crate) fn clear_stale<B: Backend>(
+    backend: &B,
+    token: &mut B::Token,
+    item: &RmapItem<B>,
+    c: &mut Counters,
+) {
+    let n = hlist::clear_list_of(item, token, |i| backend.unmerged(i)) as u64;
+    if n > 0 {
+        c.pages_shared -= 1;
+        c.pages_sharing -= n - 1;
+    }
+}
+
 /// Takes `item` off the mappings of the stable node it is under (C's
 /// `remove_rmap_item_from_tree` for a stable item) and returns `true`; `false` if it is under
-/// none. The node stays, even if empty: its page may still be mapped by forked processes, and
-/// the node goes when its page does.
+/// none. The caller holds the node's KSM page locked. The node stays, even if empty: its page may
+/// still be mapped by forked processes, and the node goes when its page does.
 pub(crate) fn remove_item<B: Backend>(
     token: &mut B::Token,
     item: &RmapItem<B>,
@@ -284,9 +311,7 @@ impl<B: Backend> StableTree<B> {
     ) -> Option<(usize, B::Page<'b>)> {
         let mut i = 0;
         while i < dups.get(token).len() {
-            let alive = dups.get(token)[i]
-                .ksm_page()
-                .is_some_and(|p| backend.ksm_page(p).is_some());
+            let alive = backend.ksm_page(&dups.get(token)[i]).is_some();
             if alive {
                 i += 1;
             } else {
@@ -311,7 +336,7 @@ impl<B: Backend> StableTree<B> {
             });
         }
         let k = best?;
-        let page = backend.ksm_page(list[k].ksm_page()?)?;
+        let page = backend.ksm_page(&list[k])?;
         Some((k, page))
     }
 
@@ -334,7 +359,7 @@ impl<B: Backend> StableTree<B> {
         let walk = tree.walk_prune(|visit| match visit {
             Visit::At(node) => {
                 let page = match &node.kind {
-                    Kind::Page(p) => backend.ksm_page(p).map(|page| (None, page)),
+                    Kind::Page(_) => backend.ksm_page(node).map(|page| (None, page)),
                     Kind::Chain(dups) => {
                         Self::chain_page(backend, token, dups, set.max_page_sharing, c)
                             .map(|(k, page)| (Some(k), page))
@@ -361,6 +386,39 @@ impl<B: Backend> StableTree<B> {
         });
         descent.finish(stats);
         Descended { walk, hit, descent }
+    }
+
+    /// Takes out every node that may go (C's `remove_all_stable_nodes()`): nodes with no mapping
+    /// whose KSM page is gone or unmapped. Returns `false` if some could not (a page still
+    /// mapped), as C's `EBUSY`.
+    pub(crate) fn remove_all(&mut self, backend: &B, token: &mut B::Token, c: &mut Counters) -> bool {
+        let mut busy = false;
+        // Like C, take the root out again and again, and give up on a busy one.
+        let _ = self.tree.walk_prune(|visit| match visit {
+            Visit::At(node) => {
+                let free = match &node.kind {
+                    Kind::Page(_) => node.items.is_empty() && backend.release(node),
+                    Kind::Chain(dups) => dups
+                        .get(token)
+                        .iter()
+                        .all(|d| d.items.is_empty() && backend.release(d)),
+                };
+                if free {
+                    Prune::Remove
+                } else {
+                    busy = true;
+                    Prune::Go(Step::Stop)
+                }
+            }
+            Visit::Removed(node) => {
+                Self::free_node(backend, token, node, c, false);
+                Prune::Go(Step::Stop)
+            }
+        });
+        if self.tree.is_empty() {
+            self.floor = PAGE_SIZE;
+        }
+        !busy
     }
 
     /// Looks up `key` (C's `stable_tree_search`, for a page that is not a KSM page yet).

@@ -3,6 +3,7 @@
 //! The trees of every NUMA node, and the step of the algorithm that runs them for one page.
 
 use crate::backend::{Backend, Contents};
+use core::pin::Pin;
 use crate::compare::Stats;
 use crate::item::{Place, RmapItem};
 use crate::stable::{self, Counters, Settings, StableTree};
@@ -12,23 +13,26 @@ use kernel::prelude::*;
 /// What [`Trees::cmp_and_merge`] did with a page.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Outcome {
-    /// The item's page could not be had (unmapped, or not mergeable any more).
-    NoPage,
     /// The page is already the KSM page of the item's stable node.
     AlreadyMerged,
-    /// The page was merged into a KSM page of the stable tree.
+    /// The page was merged into a KSM page of the stable tree (or, a KSM page shared by a fork,
+    /// was listed under its node).
     MergedStable,
     /// The page and an equal page of the unstable tree became a new KSM page.
     MergedUnstable,
+    /// The page was all zero and replaced by the zero page (or its area went meanwhile).
+    Zero,
     /// The page changed since the last pass: deferred to the next.
     Volatile,
     /// No equal page: the page went into the unstable tree.
     Inserted,
     /// No equal page, and the page could not go into the unstable tree.
     Missed,
-    /// An equal page was found but the merge failed (the page changed meanwhile, or memory ran
-    /// out): tried again next pass.
+    /// An equal page was found but the merge failed (the page changed meanwhile, is pinned, or
+    /// memory ran out): tried again next pass.
     MergeFailed,
+    /// The equal KSM page was locked (being migrated, say): tried again next pass.
+    Busy,
 }
 
 /// The stable and unstable trees: one of each per NUMA node, or one of each for all nodes when
@@ -77,26 +81,45 @@ impl<B: Backend> Trees<B> {
         self.merge_across_nodes
     }
 
-    /// Sets `merge_across_nodes`. Fails with `EBUSY` while KSM pages are mapped by rmap_items
-    /// (`pages_shared` is not 0), as C KSM does; an unchanged value always succeeds. Stable nodes
-    /// with no mapping left are dropped, and the unstable trees are emptied.
-    pub(crate) fn set_merge_across_nodes(&mut self, on: bool) -> Result {
-        if on == self.merge_across_nodes {
-            return Ok(());
-        }
+    /// Empties the stable trees for a change of `merge_across_nodes` or `max_page_sharing`: fails
+    /// with `EBUSY`, as C KSM does, while KSM pages are mapped by rmap_items (`pages_shared` is
+    /// not 0) or while a KSM page of an empty node is still mapped (by forks).
+    fn drain_for_knob(&mut self, backend: &B, token: &mut B::Token) -> Result {
         if self.counters.pages_shared != 0 {
             return Err(EBUSY);
         }
+        self.remove_all_stable_nodes(backend, token)
+    }
+
+    /// Sets `merge_across_nodes` (see [`Trees::drain_for_knob`] for when it cannot change); an
+    /// unchanged value always succeeds. The unstable trees are emptied.
+    pub(crate) fn set_merge_across_nodes(&mut self, backend: &B, token: &mut B::Token, on: bool) -> Result {
+        if on == self.merge_across_nodes {
+            return Ok(());
+        }
+        self.drain_for_knob(backend, token)?;
         let n = if on { 1 } else { self.nr_nodes };
         let stable = trees(n)?;
         let unstable = trees(n)?;
         self.reset_unstable();
-        // Every stable node is empty (no page has a mapping): dropping them is safe.
+        // Every stable tree is empty now.
         self.stable = stable;
         self.unstable = unstable;
-        self.counters.chains = 0;
-        self.counters.dups = 0;
         self.merge_across_nodes = on;
+        Ok(())
+    }
+
+    /// Sets `max_page_sharing` (at least 2; see [`Trees::drain_for_knob`] for when it cannot
+    /// change); an unchanged value always succeeds.
+    pub(crate) fn set_max_page_sharing(&mut self, backend: &B, token: &mut B::Token, max: usize) -> Result {
+        if max < 2 {
+            return Err(EINVAL);
+        }
+        if max == self.max_page_sharing {
+            return Ok(());
+        }
+        self.drain_for_knob(backend, token)?;
+        self.max_page_sharing = max;
         Ok(())
     }
 
@@ -138,49 +161,124 @@ impl<B: Backend> Trees<B> {
         }
     }
 
-    /// Takes `item` out of the tree or stable node it is in, if any.
+    /// The number of items in the unstable trees (`pages_unshared`).
+    pub(crate) fn unshared(&self) -> usize {
+        self.unstable.iter().map(|t| t.len()).sum()
+    }
+
+    /// Takes `item` out of the tree or stable node it is in, if any. For a stable item, the
+    /// node's KSM page is locked meanwhile (its list is what the reverse map walks); if that page
+    /// is gone, every mapping of the stale node is taken off it.
     pub(crate) fn remove_item(&mut self, backend: &B, token: &mut B::Token, item: &RmapItem<B>) {
         let unstable = match item.place(token) {
             Place::Loose => return,
             Place::Unstable { nid } => Some(nid),
             Place::Stable(_) => None,
         };
-        match unstable {
-            Some(nid) => {
-                if let Some(t) = self.unstable.get_mut(nid) {
-                    t.remove(item);
-                }
+        if let Some(nid) = unstable {
+            if let Some(t) = self.unstable.get_mut(nid) {
+                t.remove(item);
             }
-            None => {
-                if stable::remove_item(token, item, &mut self.counters) {
-                    backend.unmerged(item);
-                }
-            }
+            return;
+        }
+        let kpage = match item.place(token) {
+            Place::Stable(node) => backend.ksm_page(node),
+            _ => return,
+        };
+        let Some(kpage) = kpage else {
+            stable::clear_stale(backend, token, item, &mut self.counters);
+            return;
+        };
+        let locked = backend.lock(&kpage);
+        let still = match item.place(token) {
+            Place::Stable(node) => backend.locked_is(&locked, node),
+            _ => return,
+        };
+        if still {
+            stable::remove_item(token, item, &mut self.counters);
+            drop(locked);
+            backend.unmerged(item);
+        } else {
+            drop(locked);
+            stable::clear_stale(backend, token, item, &mut self.counters);
         }
     }
 
-    /// Runs the tree algorithm for the page of `item` (C's `cmp_and_merge_page`): if it is not
-    /// merged yet, looks for an equal KSM page in the stable tree and merges into it; failing
-    /// that, if the page did not change since the last pass, looks for an equal page in the
-    /// unstable tree and merges the two into a new KSM page, or inserts the page there.
+    /// Takes out every stable node that may go (C's `remove_all_stable_nodes()`); `EBUSY` if a
+    /// KSM page is still mapped somewhere.
+    pub(crate) fn remove_all_stable_nodes(&mut self, backend: &B, token: &mut B::Token) -> Result {
+        let mut all = true;
+        for t in self.stable.iter_mut() {
+            all &= t.remove_all(backend, token, &mut self.counters);
+        }
+        if all {
+            Ok(())
+        } else {
+            Err(EBUSY)
+        }
+    }
+
+    /// Runs the tree algorithm for `page`, the page of `item` (C's `cmp_and_merge_page()`):
+    ///
+    /// 1. a page already merged with its item's node is left alone; a KSM page a fork shares is
+    ///    listed under its node;
+    /// 2. a page whose checksum changed since the last pass is deferred (the volatility gate),
+    ///    and with `use_zero_pages` an all-zero page becomes the zero page;
+    /// 3. an equal KSM page of the stable tree takes the page;
+    /// 4. else an equal page of the unstable tree makes a new KSM page with it, or the page
+    ///    joins the unstable tree.
     pub(crate) fn cmp_and_merge(
         &mut self,
         backend: &B,
         token: &mut B::Token,
         item: Pin<&RmapItem<B>>,
+        page: &B::Page<'_>,
     ) -> Outcome {
-        let Some(page) = backend.item_page(item.mapping()) else {
-            return Outcome::NoPage;
-        };
         if let Place::Stable(node) = item.place(token) {
-            if node.ksm_page().is_some_and(|k| backend.page_is(&page, k)) {
+            if backend.page_is(page, node) {
                 return Outcome::AlreadyMerged;
             }
         }
+        if backend.is_ksm(page) {
+            // A KSM page that this item is not listed under: a fork shares it. List it under the
+            // page's node, even past `max_page_sharing` (the mapping exists anyway).
+            self.remove_item(backend, token, &item);
+            if backend.merge_with_ksm(&item, page, page).is_err() {
+                return Outcome::MergeFailed;
+            }
+            let locked = backend.lock(page);
+            let Some(node) = backend.node_of(&locked) else {
+                drop(locked);
+                backend.break_merge(&item);
+                return Outcome::Missed;
+            };
+            let was = node.len();
+            if kernel::hlist::HList::push_front(node, token, item).is_err() {
+                drop(locked);
+                backend.break_merge(&item);
+                return Outcome::MergeFailed;
+            }
+            if was > 0 {
+                self.counters.pages_sharing += 1;
+            } else {
+                self.counters.pages_shared += 1;
+            }
+            drop(locked);
+            backend.merged(&item);
+            return Outcome::MergedStable;
+        }
+
         self.remove_item(backend, token, &item);
+        // The volatility gate: only pages that kept their contents since the last pass go on.
+        if !item.admit(page.bytes().checksum()) {
+            return Outcome::Volatile;
+        }
+        if backend.merge_zero(&item, page) {
+            return Outcome::Zero;
+        }
 
         let set = self.settings();
-        let idx = self.index(backend.page_nid(&page));
+        let idx = self.index(backend.page_nid(page));
         let across = self.merge_across_nodes;
         let Self {
             stable,
@@ -193,14 +291,16 @@ impl<B: Backend> Trees<B> {
 
         // A KSM page of the same contents?
         if let Some(found) = stable[idx].search(backend, token, &key, set, stats, counters) {
-            let merged = match found.node.get(token).ksm_page() {
-                Some(ksm) => backend.merge_with_ksm(&item, &page, ksm),
-                None => Err(EINVAL),
-            };
-            if merged.is_err() {
+            if backend.settle(&found.page).is_err() {
+                return Outcome::Busy;
+            }
+            if backend.merge_with_ksm(&item, page, &found.page).is_err() {
                 return Outcome::MergeFailed;
             }
-            if found.node.append(token, item, counters).is_err() {
+            let locked = backend.lock(&found.page);
+            let appended = found.node.append(token, item, counters);
+            drop(locked);
+            if appended.is_err() {
                 backend.break_merge(&item);
                 return Outcome::MergeFailed;
             }
@@ -208,15 +308,10 @@ impl<B: Backend> Trees<B> {
             return Outcome::MergedStable;
         }
 
-        // Only pages that kept their contents since the last pass go further.
-        if !item.admit(key.checksum()) {
-            return Outcome::Volatile;
-        }
-
         let hit = match unstable[idx].search_insert(
             backend,
             item,
-            &page,
+            page,
             idx,
             !across,
             set.skip_prefix,
@@ -226,34 +321,33 @@ impl<B: Backend> Trees<B> {
             Lookup::GaveUp => return Outcome::Missed,
             Lookup::Found(hit) => hit,
         };
-        let Ok(ksm) = backend.merge_pages(&item, &page, hit.item(), &hit.page) else {
+        if backend.merge_pages(&item, page, hit.item(), &hit.page).is_err() {
             return Outcome::MergeFailed;
-        };
+        }
+        // `page` is now a KSM page of no node yet: give it one, and list both mappings there,
+        // with the page locked so that the reverse map sees the node complete.
+        let ksm = backend.ksm_page_of(page);
         let kidx = if across {
             0
         } else {
             backend.ksm_page_nid(&ksm).min(stable.len() - 1)
         };
-        let Some(held) = backend.ksm_page(&ksm) else {
-            backend.break_merge(&item);
-            backend.break_merge(hit.item());
-            return Outcome::MergeFailed;
+        let locked = backend.lock(page);
+        let node = match stable[kidx].insert(backend, token, &key, ksm, kidx, set, stats, counters) {
+            Ok(node) => node,
+            Err(_) => {
+                drop(locked);
+                backend.break_merge(hit.item());
+                backend.break_merge(&item);
+                return Outcome::MergeFailed;
+            }
         };
-        let kbytes = held.bytes();
-        let node =
-            match stable[kidx].insert(backend, token, &kbytes, ksm, kidx, set, stats, counters) {
-                Ok(node) => node,
-                Err(_) => {
-                    backend.break_merge(&item);
-                    backend.break_merge(hit.item());
-                    return Outcome::MergeFailed;
-                }
-            };
-        // Both mappings go onto the new node: the tree's item moves there straight from the tree.
+        backend.link_node(&locked, node.get(token));
         backend.merged(hit.item());
-        if hit.move_to(&node, token, counters).is_err()
-            || node.append(token, item, counters).is_err()
-        {
+        let moved = hit.move_to(&node, token, counters);
+        let appended = node.append(token, item, counters);
+        drop(locked);
+        if moved.is_err() || appended.is_err() {
             backend.break_merge(&item);
             return Outcome::MergeFailed;
         }

@@ -1,0 +1,534 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Folios and their pages: C's `struct folio` and `struct page`.
+//!
+//! C headers: [`include/linux/mm.h`](srctree/include/linux/mm.h),
+//! [`include/linux/page-flags.h`](srctree/include/linux/page-flags.h),
+//! [`include/linux/pagemap.h`](srctree/include/linux/pagemap.h)
+//!
+//! [`ARef<Folio>`] holds a reference on a folio (`folio_get()`/`folio_put()`); [`FolioGuard`] is
+//! its lock, held; [`HeldPage`] is one page of a folio kept by such a reference. [`Pfn`] is a page
+//! frame number that came from a folio, which is what makes turning it back into a folio safe.
+
+use super::contents::MappedPage;
+use crate::{
+    bindings,
+    types::{ARef, AlwaysRefCounted, Opaque},
+};
+use core::{
+    marker::PhantomData,
+    ptr::NonNull,
+    sync::atomic::{AtomicUsize, Ordering},
+};
+
+/// A folio: a C `struct folio`.
+///
+/// # Invariants
+///
+/// The folio is valid (its `struct folio` exists and is one) for the lifetime of the reference;
+/// [`ARef<Folio>`] holds a reference count on it.
+#[repr(transparent)]
+pub struct Folio {
+    folio: Opaque<bindings::folio>,
+}
+
+// SAFETY: Folios are used from any thread; their state changes under their own lock or atomics.
+unsafe impl Send for Folio {}
+// SAFETY: As above.
+unsafe impl Sync for Folio {}
+
+// SAFETY: `folio_get()` and `folio_put()` keep the folio allocated while the count is non-zero.
+unsafe impl AlwaysRefCounted for Folio {
+    fn inc_ref(&self) {
+        // SAFETY: `&self` shows the count is non-zero.
+        unsafe { bindings::folio_get(self.as_raw()) };
+    }
+
+    unsafe fn dec_ref(obj: NonNull<Self>) {
+        // SAFETY: The caller gives up a reference it owns.
+        unsafe { bindings::folio_put(obj.cast().as_ptr()) };
+    }
+}
+
+macro_rules! folio_test {
+    ($(#[$m:meta] $name:ident => $helper:ident),* $(,)?) => {
+        $(
+            #[$m]
+            pub fn $name(&self) -> bool {
+                // SAFETY: The folio is valid (type invariant); its flags are read atomically.
+                unsafe { bindings::$helper(self.as_raw()) }
+            }
+        )*
+    };
+}
+
+impl Folio {
+    /// The folio at `ptr`.
+    ///
+    /// # Safety
+    ///
+    /// `ptr` is a valid folio that stays valid for `'a` (referenced, or locked by the caller).
+    pub unsafe fn from_raw<'a>(ptr: *mut bindings::folio) -> &'a Folio {
+        // SAFETY: `Folio` is a transparent wrapper; validity is the caller's promise.
+        unsafe { &*ptr.cast() }
+    }
+
+    /// The C structure.
+    pub fn as_raw(&self) -> *mut bindings::folio {
+        self.folio.get()
+    }
+
+    /// The page frame number of the folio's first page.
+    pub fn pfn(&self) -> Pfn {
+        // SAFETY: The folio is valid.
+        Pfn(unsafe { bindings::folio_pfn(self.as_raw()) } as usize)
+    }
+
+    folio_test! {
+        /// Whether the folio is anonymous (KSM folios are too).
+        is_anon => folio_test_anon,
+        /// Whether the folio is a KSM folio.
+        is_ksm => folio_test_ksm,
+        /// Whether the folio has more than one page.
+        is_large => folio_test_large,
+        /// Whether the folio is in the swap cache.
+        in_swapcache => folio_test_swapcache,
+        /// Whether the folio's contents are valid.
+        is_uptodate => folio_test_uptodate,
+        /// Whether the folio is device memory.
+        is_zone_device => folio_is_zone_device,
+        /// Whether the folio is dirty.
+        is_dirty => folio_test_dirty,
+        /// Whether some page table maps the folio.
+        is_mapped => folio_mapped,
+        /// Whether the folio is locked.
+        is_locked => folio_test_locked,
+    }
+
+    /// How many page tables map the folio.
+    pub fn mapcount(&self) -> i32 {
+        // SAFETY: The folio is valid.
+        unsafe { bindings::folio_mapcount(self.as_raw()) }
+    }
+
+    /// The folio's reference count.
+    pub fn ref_count(&self) -> i32 {
+        // SAFETY: The folio is valid.
+        unsafe { bindings::folio_ref_count(self.as_raw()) }
+    }
+
+    /// The page offset the folio had in its anon_vma when it was last anonymous.
+    pub fn index(&self) -> usize {
+        // SAFETY: The folio is valid.
+        unsafe { bindings::folio_index(self.as_raw()) as usize }
+    }
+
+    /// The raw value of `folio->mapping` (read once).
+    pub fn mapping_raw(&self) -> usize {
+        // SAFETY: The folio is valid; the field is read with `READ_ONCE()`.
+        unsafe { bindings::folio_mapping_raw(self.as_raw()) as usize }
+    }
+
+    /// The `n`-th page of the folio.
+    pub fn page(&self, n: usize) -> &FolioPage {
+        // SAFETY: The folio is valid; its pages live as long as it does. (`n` is the caller's;
+        // KSM only asks for page 0 of small folios.)
+        unsafe { FolioPage::from_raw(bindings::folio_page(self.as_raw(), n as _)) }
+    }
+
+    /// Takes a new reference.
+    pub fn get(&self) -> ARef<Folio> {
+        ARef::from(self)
+    }
+
+    /// Locks the folio, sleeping until it is free.
+    pub fn lock(&self) -> FolioGuard<'_> {
+        // SAFETY: The folio is valid.
+        unsafe { bindings::folio_lock(self.as_raw()) };
+        // INVARIANT: The folio is locked by this thread.
+        FolioGuard {
+            folio: self,
+            _nts: PhantomData,
+        }
+    }
+
+    /// Locks the folio if nobody holds its lock.
+    pub fn try_lock(&self) -> Option<FolioGuard<'_>> {
+        // SAFETY: The folio is valid.
+        let locked = unsafe { bindings::folio_trylock(self.as_raw()) };
+        // INVARIANT: `folio_trylock` returned true: the folio is locked by this thread.
+        locked.then(|| FolioGuard {
+            folio: self,
+            _nts: PhantomData,
+        })
+    }
+}
+
+/// A folio locked by the current thread: [`FolioGuard`] borrows the folio, [`OwnedFolioLock`]
+/// holds a reference to it.
+pub trait LockedFolio: private::Sealed {
+    /// The folio.
+    fn locked_folio(&self) -> &Folio;
+}
+
+mod private {
+    pub trait Sealed {}
+    impl Sealed for super::FolioGuard<'_> {}
+    impl Sealed for super::OwnedFolioLock {}
+    impl Sealed for super::PageLockGuard<'_> {}
+}
+
+impl LockedFolio for PageLockGuard<'_> {
+    fn locked_folio(&self) -> &Folio {
+        self.held.folio()
+    }
+}
+
+impl LockedFolio for FolioGuard<'_> {
+    fn locked_folio(&self) -> &Folio {
+        self.folio
+    }
+}
+
+impl LockedFolio for OwnedFolioLock {
+    fn locked_folio(&self) -> &Folio {
+        &self.folio
+    }
+}
+
+/// A folio locked by the current thread, with a reference on it.
+///
+/// # Invariants
+///
+/// `folio` is locked by the thread that made this until it is dropped.
+pub struct OwnedFolioLock {
+    folio: ARef<Folio>,
+    _nts: PhantomData<*mut ()>,
+}
+
+impl OwnedFolioLock {
+    /// Locks `folio`, sleeping until it is free.
+    pub fn lock(folio: ARef<Folio>) -> Self {
+        // SAFETY: The folio is valid (we hold a reference).
+        unsafe { bindings::folio_lock(folio.as_raw()) };
+        // INVARIANT: Locked above.
+        Self {
+            folio,
+            _nts: PhantomData,
+        }
+    }
+
+    /// Locks `folio` if its lock is free; gives the reference back if not.
+    pub fn try_lock(folio: ARef<Folio>) -> core::result::Result<Self, ARef<Folio>> {
+        // SAFETY: The folio is valid.
+        if unsafe { bindings::folio_trylock(folio.as_raw()) } {
+            // INVARIANT: Locked above.
+            Ok(Self {
+                folio,
+                _nts: PhantomData,
+            })
+        } else {
+            Err(folio)
+        }
+    }
+
+    /// The folio.
+    pub fn folio(&self) -> &Folio {
+        &self.folio
+    }
+}
+
+impl Drop for OwnedFolioLock {
+    fn drop(&mut self) {
+        // SAFETY: The folio is locked by this thread (type invariant).
+        unsafe { bindings::folio_unlock(self.folio.as_raw()) };
+    }
+}
+
+/// A folio locked by the current thread.
+///
+/// # Invariants
+///
+/// `folio` is locked by the thread that made the guard until it is dropped.
+pub struct FolioGuard<'a> {
+    folio: &'a Folio,
+    _nts: PhantomData<*mut ()>,
+}
+
+impl<'a> FolioGuard<'a> {
+    /// A guard for a folio the current thread has locked by other means.
+    ///
+    /// # Safety
+    ///
+    /// The folio is locked by the current thread, and the guard's drop (which unlocks) is the
+    /// unlock that goes with it (or the guard is never dropped).
+    pub unsafe fn assume_locked(folio: &'a Folio) -> Self {
+        // INVARIANT: By the safety requirements.
+        Self {
+            folio,
+            _nts: PhantomData,
+        }
+    }
+
+    /// The folio.
+    pub fn folio(&self) -> &'a Folio {
+        self.folio
+    }
+
+    /// Marks the folio dirty.
+    pub fn set_dirty(&self) {
+        // SAFETY: The folio is valid and locked.
+        unsafe { bindings::folio_set_dirty(self.folio.as_raw()) };
+    }
+
+    /// Marks the folio recently used.
+    pub fn mark_accessed(&self) {
+        // SAFETY: The folio is valid.
+        unsafe { bindings::folio_mark_accessed(self.folio.as_raw()) };
+    }
+}
+
+impl Drop for FolioGuard<'_> {
+    fn drop(&mut self) {
+        // SAFETY: The folio is locked by this thread (type invariant).
+        unsafe { bindings::folio_unlock(self.folio.as_raw()) };
+    }
+}
+
+/// One page of a folio: a C `struct page`, borrowed for as long as its folio is held.
+#[repr(transparent)]
+pub struct FolioPage {
+    page: Opaque<bindings::page>,
+}
+
+impl FolioPage {
+    /// The page at `ptr`.
+    ///
+    /// # Safety
+    ///
+    /// `ptr` is a valid page whose folio stays referenced (or locked) for `'a`.
+    pub unsafe fn from_raw<'a>(ptr: *mut bindings::page) -> &'a FolioPage {
+        // SAFETY: `FolioPage` is a transparent wrapper; validity is the caller's promise.
+        unsafe { &*ptr.cast() }
+    }
+
+    /// The C structure.
+    pub fn as_raw(&self) -> *mut bindings::page {
+        self.page.get()
+    }
+
+    /// The page's folio.
+    pub fn folio(&self) -> &Folio {
+        // SAFETY: A valid page belongs to a valid folio, kept as long as the page is.
+        unsafe { Folio::from_raw(bindings::page_folio(self.as_raw())) }
+    }
+
+    /// The page's frame number.
+    pub fn pfn(&self) -> Pfn {
+        // SAFETY: The page is valid.
+        Pfn(unsafe { bindings::page_to_pfn(self.as_raw()) } as usize)
+    }
+
+    /// The NUMA node of the page.
+    pub fn nid(&self) -> usize {
+        // SAFETY: The page is valid.
+        unsafe { bindings::page_to_nid(self.as_raw()) as usize }
+    }
+
+    /// Whether the page is exclusive to one mapping (`PageAnonExclusive`).
+    pub fn is_anon_exclusive(&self) -> bool {
+        // SAFETY: The page is valid.
+        unsafe { bindings::page_anon_exclusive(self.as_raw()) }
+    }
+
+    /// Whether the page has a hardware memory error.
+    pub fn is_hwpoison(&self) -> bool {
+        // SAFETY: The page is valid.
+        unsafe { bindings::page_hwpoison(self.as_raw()) }
+    }
+
+    /// The page's bytes through the kernel's direct map, for as long as the page is borrowed.
+    #[cfg(not(CONFIG_HIGHMEM))]
+    pub fn bytes(&self) -> super::contents::PageBytes<'_> {
+        // SAFETY: Without highmem every page is in the direct map; `page_address` is its
+        // page-aligned kernel address, valid while the page is (for the borrow of `self`).
+        unsafe {
+            super::contents::PageBytes::from_raw(
+                NonNull::new(bindings::page_address(self.as_raw()).cast()).expect("page without address"),
+            )
+        }
+    }
+
+    /// Maps the page's contents for reading (and writing, by its owner).
+    pub fn map(&self) -> MappedPage<'_> {
+        // SAFETY: The page is valid for the lifetime of `&self`.
+        unsafe { MappedPage::from_raw(self.as_raw()) }
+    }
+
+    /// The page that the zero page of `addr` is (`ZERO_PAGE(addr)`).
+    pub fn zero(addr: usize) -> &'static FolioPage {
+        // SAFETY: The zero page exists for the life of the kernel.
+        unsafe { FolioPage::from_raw(bindings::zero_page(addr as _)) }
+    }
+}
+
+/// A page kept by a reference on its folio (C's `get_page()`/`put_page()`).
+///
+/// The reference follows the page: if its large folio is split, the caller's reference is the
+/// page's new folio's, which is the one released on drop (`put_page()` looks the folio up then).
+///
+/// # Invariants
+///
+/// `page` is a valid page and we own one reference on its (current) folio.
+pub struct HeldPage {
+    page: NonNull<bindings::page>,
+}
+
+// SAFETY: The reference may be dropped from any thread.
+unsafe impl Send for HeldPage {}
+// SAFETY: Shared access only reads.
+unsafe impl Sync for HeldPage {}
+
+impl HeldPage {
+    /// Takes over the reference `folio` holds, for `page` of it.
+    ///
+    /// # Safety
+    ///
+    /// `page` is a page of `folio`.
+    pub unsafe fn new(folio: ARef<Folio>, page: *mut bindings::page) -> Self {
+        let _ = ARef::into_raw(folio);
+        // INVARIANT: The reference of `folio` is now this one; `page` is its page.
+        Self {
+            page: NonNull::new(page).expect("HeldPage of a null page"),
+        }
+    }
+
+    /// Holds the first page of `folio`.
+    pub fn first_of(folio: ARef<Folio>) -> Self {
+        let page = folio.page(0).as_raw();
+        // SAFETY: Page 0 of the folio.
+        unsafe { Self::new(folio, page) }
+    }
+
+    /// The page's folio (now).
+    pub fn folio(&self) -> &Folio {
+        self.page().folio()
+    }
+
+    /// The page.
+    pub fn page(&self) -> &FolioPage {
+        // SAFETY: The page is valid while we hold its reference (type invariant).
+        unsafe { FolioPage::from_raw(self.page.as_ptr()) }
+    }
+
+    /// Locks the page's folio if it is free (C's `trylock_page()`).
+    pub fn try_lock(&self) -> Option<PageLockGuard<'_>> {
+        // SAFETY: The folio is valid (we hold a reference).
+        let locked = unsafe { bindings::folio_trylock(self.folio().as_raw()) };
+        // INVARIANT: Locked by this thread.
+        locked.then(|| PageLockGuard {
+            held: self,
+            _nts: PhantomData,
+        })
+    }
+
+    /// Locks the page's folio, sleeping until it is free (C's `lock_page()`).
+    pub fn lock(&self) -> PageLockGuard<'_> {
+        // SAFETY: As in `try_lock`.
+        unsafe { bindings::folio_lock(self.folio().as_raw()) };
+        // INVARIANT: Locked by this thread.
+        PageLockGuard {
+            held: self,
+            _nts: PhantomData,
+        }
+    }
+}
+
+impl Drop for HeldPage {
+    fn drop(&mut self) {
+        // SAFETY: We own one reference on the page's current folio (type invariant).
+        unsafe { bindings::folio_put(bindings::page_folio(self.page.as_ptr())) };
+    }
+}
+
+/// The lock of a held page's folio (C's `lock_page()`/`unlock_page()`): if the folio is split
+/// meanwhile, the lock is the page's new folio's, which is the one unlocked on drop.
+///
+/// # Invariants
+///
+/// The page's current folio is locked by the thread that made the guard.
+pub struct PageLockGuard<'a> {
+    held: &'a HeldPage,
+    _nts: PhantomData<*mut ()>,
+}
+
+impl PageLockGuard<'_> {
+    /// Marks the folio dirty.
+    pub fn set_dirty(&self) {
+        // SAFETY: The folio is valid and locked.
+        unsafe { bindings::folio_set_dirty(self.held.folio().as_raw()) };
+    }
+
+    /// Marks the folio recently used.
+    pub fn mark_accessed(&self) {
+        // SAFETY: The folio is valid.
+        unsafe { bindings::folio_mark_accessed(self.held.folio().as_raw()) };
+    }
+}
+
+impl Drop for PageLockGuard<'_> {
+    fn drop(&mut self) {
+        // SAFETY: The page's current folio is locked by this thread (type invariant).
+        unsafe { bindings::folio_unlock(self.held.folio().as_raw()) };
+    }
+}
+
+/// A page frame number that came from a folio (so that it names memory that has a
+/// `struct page`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Pfn(usize);
+
+impl Pfn {
+    /// The number.
+    pub fn value(self) -> usize {
+        self.0
+    }
+
+    /// The NUMA node of the frame.
+    pub fn nid(self) -> usize {
+        // SAFETY: A `Pfn` names memory that has a `struct page` (see `pfn_folio_raw`).
+        unsafe { bindings::pfn_to_nid_rust(self.0 as _) as usize }
+    }
+}
+
+/// A [`Pfn`] that can be read and changed concurrently (KSM's stable nodes keep the frame of their
+/// page so, and migration changes it).
+#[derive(Debug)]
+pub struct AtomicPfn(AtomicUsize);
+
+impl AtomicPfn {
+    /// Holds `pfn`.
+    pub fn new(pfn: Pfn) -> Self {
+        Self(AtomicUsize::new(pfn.0))
+    }
+
+    /// The frame number (`READ_ONCE()`).
+    pub fn load(&self) -> Pfn {
+        Pfn(self.0.load(Ordering::Relaxed))
+    }
+
+    /// Sets the frame number (`WRITE_ONCE()`).
+    pub fn store(&self, pfn: Pfn) {
+        self.0.store(pfn.0, Ordering::Relaxed)
+    }
+}
+
+/// The folio of frame `pfn`, whatever it holds now (C's `pfn_folio()`): only an address; nothing
+/// keeps it a folio or allocated.
+///
+/// A [`Pfn`] came from a folio, and this kernel keeps every `struct page` it ever had (KSM's Rust
+/// implementation is not built with memory hot-remove), so the `struct folio` exists.
+pub fn pfn_folio_raw(pfn: Pfn) -> *mut bindings::folio {
+    // SAFETY: `pfn` names memory that has a `struct page` (see above).
+    unsafe { bindings::pfn_folio(pfn.0 as _) }
+}

@@ -1,0 +1,1077 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! What Kernel Samepage Merging does to page tables, folios and the reverse map, and the
+//! interface of `<linux/ksm.h>` that a KSM implementation gives the rest of the kernel.
+//!
+//! C headers: [`include/linux/ksm.h`](srctree/include/linux/ksm.h),
+//! [`include/linux/rmap.h`](srctree/include/linux/rmap.h),
+//! [`include/linux/mmu_notifier.h`](srctree/include/linux/mmu_notifier.h)
+//!
+//! # KSM folios and their stable nodes
+//!
+//! A KSM folio's `mapping` points at the implementation's *stable node* for it, tagged with
+//! `PAGE_MAPPING_KSM`. The node does not hold a reference to the folio: it records the folio's
+//! frame ([`AtomicPfn`]) and checks, through that "keyhole", that the folio there still points
+//! back at it ([`get_ksm_folio`]). Code that holds the folio's lock may follow the folio's
+//! pointer to the node ([`ksm_node`]); what keeps that sound is the implementation's promise,
+//! made by implementing [`KsmNode`], about when it frees nodes.
+
+use super::{
+    folio::{pfn_folio_raw, AtomicPfn, Folio, FolioGuard, FolioPage, HeldPage, LockedFolio},
+    virt::VmArea,
+    Mm, MmWriteLocked,
+};
+use crate::{
+    bindings,
+    error::{code::*, Result},
+    page::PAGE_SIZE,
+    types::{ARef, AlwaysRefCounted, Opaque},
+};
+use core::{
+    marker::PhantomData,
+    mem::MaybeUninit,
+    pin::Pin,
+    ptr::{self, NonNull},
+    sync::atomic::{fence, AtomicPtr, Ordering},
+};
+
+/// An anon_vma: the root of the reverse map of anonymous pages (C's `struct anon_vma`).
+///
+/// # Invariants
+///
+/// The anon_vma is valid for the lifetime of the reference; [`ARef<AnonVma>`] holds a count on
+/// it (`get_anon_vma()`).
+#[repr(transparent)]
+pub struct AnonVma {
+    av: Opaque<bindings::anon_vma>,
+}
+
+// SAFETY: anon_vmas are used from any thread under their own lock and refcount.
+unsafe impl Send for AnonVma {}
+// SAFETY: As above.
+unsafe impl Sync for AnonVma {}
+
+// SAFETY: `get_anon_vma()`/`put_anon_vma()` keep the anon_vma allocated while the count is not 0.
+unsafe impl AlwaysRefCounted for AnonVma {
+    fn inc_ref(&self) {
+        // SAFETY: `&self` shows the count is non-zero.
+        unsafe { bindings::get_anon_vma(self.as_raw()) };
+    }
+
+    unsafe fn dec_ref(obj: NonNull<Self>) {
+        // SAFETY: The caller gives up a reference it owns.
+        unsafe { bindings::put_anon_vma(obj.cast().as_ptr()) };
+    }
+}
+
+impl AnonVma {
+    /// The C structure.
+    pub fn as_raw(&self) -> *mut bindings::anon_vma {
+        self.av.get()
+    }
+
+    /// A reference to the anon_vma of `vma`, if it has one. The area's mmap lock keeps the
+    /// anon_vma while the reference is taken.
+    pub fn of(vma: &VmArea) -> Option<ARef<AnonVma>> {
+        let av = vma.anon_vma_raw();
+        if av.is_null() {
+            return None;
+        }
+        // SAFETY: An area's anon_vma is valid while the area is (and `&vma` is bounded by its
+        // mmap lock); `ARef::from` takes a new reference.
+        Some(ARef::from(unsafe { &*av.cast::<AnonVma>() }))
+    }
+
+    /// Takes the anon_vma's lock for reading.
+    pub fn lock_read(&self) -> AnonVmaReadGuard<'_> {
+        // SAFETY: The anon_vma is valid.
+        unsafe { bindings::anon_vma_lock_read(self.as_raw()) };
+        // INVARIANT: The lock is held for reading.
+        AnonVmaReadGuard {
+            av: self,
+            _nts: PhantomData,
+        }
+    }
+
+    /// Takes the lock for reading if it is free.
+    pub fn try_lock_read(&self) -> Option<AnonVmaReadGuard<'_>> {
+        // SAFETY: The anon_vma is valid.
+        let locked = unsafe { bindings::anon_vma_trylock_read(self.as_raw()) };
+        // INVARIANT: The trylock succeeded.
+        locked.then(|| AnonVmaReadGuard {
+            av: self,
+            _nts: PhantomData,
+        })
+    }
+}
+
+/// The lock of an anon_vma, held for reading.
+///
+/// # Invariants
+///
+/// The lock of `av` is held for reading by this thread until the guard is dropped.
+pub struct AnonVmaReadGuard<'a> {
+    av: &'a AnonVma,
+    _nts: PhantomData<*mut ()>,
+}
+
+impl AnonVmaReadGuard<'_> {
+    /// The areas whose pages this anon_vma maps (its interval tree, whole).
+    pub fn vmas(&self) -> impl Iterator<Item = &VmArea> + '_ {
+        // SAFETY: The anon_vma is valid and read-locked; its tree does not change meanwhile.
+        let root = unsafe { ptr::addr_of_mut!((*self.av.as_raw()).rb_root) };
+        let mut next: Option<*mut bindings::anon_vma_chain> = None;
+        let mut started = false;
+        core::iter::from_fn(move || {
+            let avc = if !started {
+                started = true;
+                // SAFETY: `root` is the read-locked tree.
+                unsafe { bindings::anon_vma_interval_tree_iter_first(root, 0, usize::MAX as _) }
+            } else {
+                let prev = next?;
+                // SAFETY: `prev` is a node of the read-locked tree.
+                unsafe { bindings::anon_vma_interval_tree_iter_next(prev, 0, usize::MAX as _) }
+            };
+            if avc.is_null() {
+                next = None;
+                return None;
+            }
+            next = Some(avc);
+            // SAFETY: A chain of the locked tree links a valid area, kept while the lock is held.
+            Some(unsafe { VmArea::from_raw((*avc).vma) })
+        })
+    }
+}
+
+impl Drop for AnonVmaReadGuard<'_> {
+    fn drop(&mut self) {
+        // SAFETY: The lock is held for reading by this thread (type invariant).
+        unsafe { bindings::anon_vma_unlock_read(self.av.as_raw()) };
+    }
+}
+
+/// A place for an anon_vma reference that can be filled and emptied through a shared reference
+/// (an rmap_item keeps one while its page is merged).
+///
+/// # Invariants
+///
+/// `ptr` is null or holds a reference count on the anon_vma it points to.
+pub struct AnonVmaSlot {
+    ptr: AtomicPtr<bindings::anon_vma>,
+}
+
+impl Default for AnonVmaSlot {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl AnonVmaSlot {
+    /// An empty slot.
+    pub const fn new() -> Self {
+        Self {
+            ptr: AtomicPtr::new(ptr::null_mut()),
+        }
+    }
+
+    /// Puts `av` in the slot; gives back what was there.
+    pub fn set(&self, av: ARef<AnonVma>) -> Option<ARef<AnonVma>> {
+        let new = ARef::into_raw(av).as_ptr().cast::<bindings::anon_vma>();
+        // INVARIANT: The reference of `av` moves into the slot.
+        let old = self.ptr.swap(new, Ordering::AcqRel);
+        // SAFETY: A non-null `old` held a reference, which is handed back.
+        NonNull::new(old.cast::<AnonVma>()).map(|p| unsafe { ARef::from_raw(p) })
+    }
+
+    /// Empties the slot, giving back its reference.
+    pub fn take(&self) -> Option<ARef<AnonVma>> {
+        let old = self.ptr.swap(ptr::null_mut(), Ordering::AcqRel);
+        // SAFETY: A non-null `old` held a reference, which is handed back.
+        NonNull::new(old.cast::<AnonVma>()).map(|p| unsafe { ARef::from_raw(p) })
+    }
+
+    /// The anon_vma in the slot, without a reference of its own.
+    ///
+    /// # Safety
+    ///
+    /// Nobody empties or refills the slot while the returned reference lives.
+    pub unsafe fn get(&self) -> Option<&AnonVma> {
+        let p = self.ptr.load(Ordering::Acquire);
+        // SAFETY: The slot's reference keeps the anon_vma, and by the safety requirements it is
+        // not given up while the returned reference lives.
+        (!p.is_null()).then(|| unsafe { &*p.cast::<AnonVma>() })
+    }
+}
+
+impl Drop for AnonVmaSlot {
+    fn drop(&mut self) {
+        drop(self.take());
+    }
+}
+
+/// A stable node of a KSM implementation: what a KSM folio's `mapping` points at.
+///
+/// # Safety
+///
+/// Implementers promise that a node that some folio's `mapping` points at (through
+/// [`set_ksm_node`]) stays allocated, and is not moved, for as long as that folio is locked by
+/// anyone, and for as long as any reference returned by [`ksm_node`] lives: they free a node only
+/// after clearing the folio's pointer with the folio locked ([`set_ksm_node`] with `None`), or
+/// after [`get_ksm_folio`] found that no folio points at it any more.
+pub unsafe trait KsmNode: Sized {}
+
+fn ksm_mapping_of<T: KsmNode>(node: Option<Pin<&T>>) -> usize {
+    node.map_or(0, |n| n.get_ref() as *const T as usize) | bindings::PAGE_MAPPING_KSM as usize
+}
+
+/// The stable node the locked KSM folio points at, if any.
+pub fn ksm_node<'a, T: KsmNode>(folio: &'a impl LockedFolio) -> Option<Pin<&'a T>> {
+    let m = folio.locked_folio().mapping_raw();
+    if m & bindings::PAGE_MAPPING_FLAGS as usize != bindings::PAGE_MAPPING_KSM as usize {
+        return None;
+    }
+    let node = (m & !(bindings::PAGE_MAPPING_FLAGS as usize)) as *const T;
+    // SAFETY: A KSM folio's mapping is set only by `set_ksm_node`, to a pinned `T` (or null),
+    // and by the `KsmNode` contract the node stays valid, and pinned, while the folio is locked,
+    // which the guard's borrow ensures for `'a`.
+    (!node.is_null()).then(|| unsafe { Pin::new_unchecked(&*node) })
+}
+
+/// Whether the locked folio points at `node`.
+pub fn is_ksm_folio_of<T: KsmNode>(folio: &impl LockedFolio, node: &T) -> bool {
+    folio.locked_folio().mapping_raw() == node as *const T as usize | bindings::PAGE_MAPPING_KSM as usize
+}
+
+/// Makes the locked folio a KSM folio that points at `node` (or at no node yet, with `None`).
+pub fn set_ksm_node<T: KsmNode>(folio: &impl LockedFolio, node: Option<Pin<&T>>) {
+    // SAFETY: The folio is valid and locked; KSM owns the mapping of an anonymous folio it turns
+    // into a KSM folio (C's `folio_set_stable_node()`).
+    unsafe { bindings::folio_set_mapping_raw(folio.locked_folio().as_raw(), ksm_mapping_of(node) as _) };
+}
+
+/// The folio that `node`'s page frame `pfn` holds, with a reference, if it is still `node`'s KSM
+/// folio; `None` if it is not (the node is stale). C's `ksm_get_folio()`, without locking.
+///
+/// Migration may move the folio meanwhile ([`migrate_ksm_folio`] publishes the new frame before
+/// the old folio stops pointing at the node): the frame is read again before concluding.
+pub fn get_ksm_folio<T: KsmNode>(node: &T, pfn: &AtomicPfn) -> Option<ARef<Folio>> {
+    let expected = node as *const T as usize | bindings::PAGE_MAPPING_KSM as usize;
+    loop {
+        let kpfn = pfn.load();
+        let raw = pfn_folio_raw(kpfn);
+        // SAFETY: `raw` is the `struct folio` at a frame that has one (`pfn_folio_raw`); its
+        // mapping is read once.
+        let mapping = unsafe { bindings::folio_mapping_raw(raw) } as usize;
+        let got = if mapping == expected {
+            try_get_expected(raw, expected)
+        } else {
+            None
+        };
+        if got.is_some() {
+            return got;
+        }
+        // Stale, or being migrated: the new frame is published before the old folio lets go.
+        fence(Ordering::Acquire);
+        if pfn.load() == kpfn {
+            return None;
+        }
+    }
+}
+
+/// Takes a reference on the folio at `raw` if its mapping is still `expected` afterwards.
+fn try_get_expected(raw: *mut bindings::folio, expected: usize) -> Option<ARef<Folio>> {
+    // A zero count usually means freed; but a folio in the swap cache may be frozen by
+    // migration for a moment and still be ours: wait for that one.
+    loop {
+        // SAFETY: `raw` is a `struct folio` that exists; `folio_try_get` only succeeds on a
+        // non-zero count.
+        if unsafe { bindings::folio_try_get(raw) } {
+            break;
+        }
+        // SAFETY: As above.
+        if !unsafe { bindings::folio_test_swapcache(raw) } {
+            return None;
+        }
+        core::hint::spin_loop();
+    }
+    // SAFETY: We hold a reference now: the folio is valid, and the reference is handed over.
+    let folio = unsafe { ARef::from_raw(NonNull::new_unchecked(raw.cast::<Folio>())) };
+    (folio.mapping_raw() == expected).then_some(folio)
+}
+
+/// After migration copied KSM `old` into `new` (both locked; `new`'s mapping already the same),
+/// repoints `node` at `new` and makes `old` stop pointing at it (C's `folio_migrate_ksm()`).
+pub fn migrate_ksm_folio<T: KsmNode>(node: &T, pfn: &AtomicPfn, new: &impl LockedFolio, old: &impl LockedFolio) {
+    if !is_ksm_folio_of(old, node) {
+        return;
+    }
+    pfn.store(new.locked_folio().pfn());
+    // The new frame must be visible before `old` stops pointing at the node (see
+    // `get_ksm_folio`).
+    fence(Ordering::Release);
+    set_ksm_node::<T>(old, None);
+}
+
+/// A page table entry (a C `pte_t`), by value.
+#[derive(Clone, Copy)]
+pub struct Pte(bindings::pte_t);
+
+impl Pte {
+    /// Whether two entries are the same.
+    pub fn same(self, other: Pte) -> bool {
+        // SAFETY: Pure function of two values.
+        unsafe { bindings::pte_same(self.0, other.0) }
+    }
+
+    /// Whether the entry is writable.
+    pub fn is_write(self) -> bool {
+        // SAFETY: Pure function of a value.
+        unsafe { bindings::pte_write(self.0) }
+    }
+
+    /// Whether the entry is dirty.
+    pub fn is_dirty(self) -> bool {
+        // SAFETY: Pure function of a value.
+        unsafe { bindings::pte_dirty(self.0) }
+    }
+}
+
+/// The address `page` has in `vma` (its anonymous index says where), or `EFAULT`.
+fn address_in_vma(page: &FolioPage, vma: &VmArea) -> Result<usize> {
+    // SAFETY: Both are valid for the duration of the call.
+    let addr = unsafe { bindings::page_address_in_vma(page.as_raw(), vma.as_raw()) };
+    if addr as isize == -(bindings::EFAULT as isize) {
+        Err(EFAULT)
+    } else {
+        Ok(addr as usize)
+    }
+}
+
+/// An MMU-notifier invalidation of one page, from `start` to its end (drop).
+struct Invalidation {
+    range: bindings::mmu_notifier_range,
+}
+
+impl Invalidation {
+    fn start(mm: &Mm, addr: usize) -> Self {
+        let mut range = MaybeUninit::<bindings::mmu_notifier_range>::zeroed();
+        // SAFETY: `range` is writable; the mm is valid.
+        unsafe {
+            bindings::mmu_notifier_range_init_clear(range.as_mut_ptr(), mm.as_raw(), addr as _, (addr + PAGE_SIZE) as _);
+            bindings::mmu_notifier_invalidate_range_start(range.as_mut_ptr());
+        }
+        // SAFETY: Initialised above.
+        Self {
+            range: unsafe { range.assume_init() },
+        }
+    }
+}
+
+impl Drop for Invalidation {
+    fn drop(&mut self) {
+        // SAFETY: The range was started in `start`.
+        unsafe { bindings::mmu_notifier_invalidate_range_end(&mut self.range) };
+    }
+}
+
+/// Write-protects the page table entry through which `vma` maps the locked small folio
+/// `folio` (C's `write_protect_page()`), and returns it. The caller holds the mmap lock of the
+/// area's address space and one reference on the folio (besides its mappings).
+///
+/// Fails with `EFAULT` if the folio is not mapped there, or is pinned (someone may be doing I/O
+/// to it: the reference count is more than the mappings, the swap cache and the caller's).
+pub fn write_protect(vma: &VmArea, folio: &impl LockedFolio) -> Result<Pte> {
+    let f = folio.locked_folio();
+    if f.is_large() {
+        return Err(EFAULT);
+    }
+    let page = f.page(0);
+    let addr = address_in_vma(page, vma)?;
+    let mm = vma.mm();
+    let _inv = Invalidation::start(mm, addr);
+
+    let mut pvmw = MaybeUninit::<bindings::page_vma_mapped_walk>::zeroed();
+    // SAFETY: `pvmw` is writable; folio and area are valid.
+    unsafe { bindings::init_folio_vma_walk(pvmw.as_mut_ptr(), f.as_raw(), vma.as_raw(), addr as _) };
+    // SAFETY: Initialised above.
+    let mut pvmw = unsafe { pvmw.assume_init() };
+    // SAFETY: The walk structure is initialised for this folio and area; on success it holds the
+    // page table lock, released by `page_vma_mapped_walk_done`.
+    if !unsafe { bindings::page_vma_mapped_walk(&mut pvmw) } {
+        return Err(EFAULT);
+    }
+    let result = (|| {
+        if pvmw.pte.is_null() {
+            // A PMD mapping of a small folio cannot be.
+            return Err(EFAULT);
+        }
+        let anon_exclusive = page.is_anon_exclusive();
+        // SAFETY: `pvmw.pte` is the locked entry that maps the page.
+        let mut entry = Pte(unsafe { bindings::ptep_get(pvmw.pte) });
+        if entry.is_write() || entry.is_dirty() || anon_exclusive || mm.tlb_flush_pending() {
+            let swapped = i32::from(f.in_swapcache());
+            // SAFETY: The entry is locked (walk); `flush_cache_page` and `ptep_clear_flush` act
+            // on this area's mapping of `addr`. Clearing the entry and flushing the TLB first
+            // stops new GUP-fast pins before the reference count is checked.
+            entry = Pte(unsafe {
+                bindings::flush_cache_page(vma.as_raw(), addr as _, f.pfn().value() as _);
+                bindings::ptep_clear_flush(vma.as_raw(), addr as _, pvmw.pte)
+            });
+            let restore = |e: Pte| {
+                // SAFETY: Puts back the entry just cleared, under the same lock.
+                unsafe { bindings::set_pte_at(mm.as_raw(), addr as _, pvmw.pte, e.0) }
+            };
+            if f.mapcount() + 1 + swapped != f.ref_count() {
+                restore(entry);
+                return Err(EFAULT);
+            }
+            // SAFETY: The folio is locked and the entry cleared, as sharing requires.
+            if anon_exclusive && unsafe { bindings::folio_try_share_anon_rmap_pte(f.as_raw(), page.as_raw()) } {
+                restore(entry);
+                return Err(EFAULT);
+            }
+            if entry.is_dirty() {
+                // SAFETY: The folio is valid and locked.
+                unsafe { bindings::folio_mark_dirty(f.as_raw()) };
+            }
+            // SAFETY: Pure functions of the value.
+            entry = Pte(unsafe { bindings::pte_mkclean(entry.0) });
+            if entry.is_write() {
+                // SAFETY: As above.
+                entry = Pte(unsafe { bindings::pte_wrprotect(entry.0) });
+            }
+            restore(entry);
+        }
+        Ok(entry)
+    })();
+    // SAFETY: The walk succeeded above and holds the page table lock.
+    unsafe { bindings::page_vma_mapped_walk_done(&mut pvmw) };
+    result
+}
+
+/// What [`replace`] maps instead of a page.
+pub enum Replacement<'a> {
+    /// A page of a KSM folio (which gets a new mapping and reference).
+    Ksm(&'a FolioPage),
+    /// The zero page (KSM's `use_zero_pages`), marked dirty to tell it was KSM's.
+    Zero,
+}
+
+/// Replaces the mapping of `page` in `vma`, whose entry must still be `orig` (as
+/// [`write_protect`] returned it), by `with` (C's `replace_page()`); the page loses that mapping
+/// and the reference the mapping held. The caller holds the area's mmap lock and the page's
+/// folio locked.
+pub fn replace(vma: &VmArea, page: &FolioPage, with: Replacement<'_>, orig: Pte) -> Result {
+    let addr = address_in_vma(page, vma)?;
+    let mm = vma.mm();
+    // SAFETY: The mm is valid and its mmap lock held.
+    let pmd = unsafe { bindings::mm_find_pmd(mm.as_raw(), addr as _) };
+    // SAFETY: `pmd` is a valid entry of this mm's tables (checked non-null first).
+    if pmd.is_null() || !unsafe { bindings::pmd_maps_pte_table(pmd) } {
+        return Err(EFAULT);
+    }
+    let _inv = Invalidation::start(mm, addr);
+    let mut ptl: *mut bindings::spinlock_t = ptr::null_mut();
+    // SAFETY: `pmd` maps a page table of this mm; on success the entry is mapped and locked.
+    let ptep = unsafe { bindings::pte_offset_map_lock(mm.as_raw(), pmd, addr as _, &mut ptl) };
+    if ptep.is_null() {
+        return Err(EFAULT);
+    }
+    // SAFETY: `ptep` is locked.
+    let now = Pte(unsafe { bindings::ptep_get(ptep) });
+    if !now.same(orig) {
+        // SAFETY: Mapped and locked above.
+        unsafe { bindings::pte_unmap_unlock(ptep, ptl) };
+        return Err(EFAULT);
+    }
+    let prot = vma.page_prot();
+    let new = match with {
+        Replacement::Ksm(kpage) => {
+            let kfolio = kpage.folio();
+            // The new mapping holds a reference, and is in the reverse map.
+            core::mem::forget(kfolio.get());
+            // SAFETY: The KSM folio is valid and locked by the caller's KSM code; `addr` is in
+            // `vma`, whose mmap lock is held; the entry is locked.
+            unsafe {
+                bindings::folio_add_anon_rmap_pte(kfolio.as_raw(), kpage.as_raw(), vma.as_raw(), addr as _);
+                bindings::mk_pte(kpage.as_raw(), prot)
+            }
+        }
+        Replacement::Zero => {
+            let zero = FolioPage::zero(addr);
+            // SAFETY: The zero page is not anonymous: the mm's anonymous page count drops and
+            // KSM's count of zero pages rises (C's `ksm_map_zero_page()`).
+            unsafe {
+                bindings::ksm_map_zero_page(mm.as_raw());
+                bindings::dec_mm_counter(mm.as_raw(), bindings::MM_ANONPAGES as _);
+                bindings::ksm_zero_pte(zero.pfn().value() as _, prot)
+            }
+        }
+    };
+    // SAFETY: The entry is locked and maps `page` (checked `orig`); replacing a read-only page
+    // by another read-only page of the same contents needs no notification beyond the range.
+    unsafe {
+        bindings::flush_cache_page(vma.as_raw(), addr as _, bindings::pte_pfn(now.0));
+        bindings::ptep_clear_flush(vma.as_raw(), addr as _, ptep);
+        bindings::set_pte_at(mm.as_raw(), addr as _, ptep, new);
+        let folio = page.folio().as_raw();
+        bindings::folio_remove_rmap_pte(folio, page.as_raw(), vma.as_raw());
+        if !bindings::folio_mapped(folio) {
+            bindings::folio_free_swap(folio);
+        }
+        // The reference the old mapping held.
+        bindings::folio_put(folio);
+        bindings::pte_unmap_unlock(ptep, ptl);
+    }
+    Ok(())
+}
+
+/// The anonymous page mapped at `addr` of `vma`, with a reference, if it is a candidate for KSM
+/// (not device memory). The caller holds the area's mmap lock.
+pub fn anon_page_at(vma: &VmArea, addr: usize) -> Option<HeldPage> {
+    let mut fw = MaybeUninit::<bindings::folio_walk>::zeroed();
+    // SAFETY: `fw` is writable, the area valid and its mmap lock held. On success the walk holds
+    // the page table lock until `folio_walk_end`.
+    let folio = unsafe { bindings::folio_walk_start(fw.as_mut_ptr(), vma.as_raw(), addr as _, 0) };
+    if folio.is_null() {
+        return None;
+    }
+    // SAFETY: The walk found a folio and holds the lock: folio and page are valid meanwhile;
+    // `fw.page` is the page of the folio mapped at `addr`.
+    unsafe {
+        let f = Folio::from_raw(folio);
+        let page = (*fw.as_ptr()).page;
+        let keep = (!f.is_zone_device() && f.is_anon()).then(|| HeldPage::new(f.get(), page));
+        bindings::folio_walk_end(fw.as_mut_ptr(), vma.as_raw());
+        keep
+    }
+}
+
+/// Whether `addr` of `vma` maps a small KSM folio or a zero page that KSM mapped. The caller
+/// holds the area's mmap lock.
+fn maps_ksm_page(vma: &VmArea, addr: usize) -> bool {
+    let mut fw = MaybeUninit::<bindings::folio_walk>::zeroed();
+    let flags = bindings::FW_MIGRATION | bindings::FW_ZEROPAGE;
+    // SAFETY: As in `anon_page_at`.
+    let folio = unsafe { bindings::folio_walk_start(fw.as_mut_ptr(), vma.as_raw(), addr as _, flags) };
+    if folio.is_null() {
+        return false;
+    }
+    // SAFETY: As in `anon_page_at`; a small folio is mapped by a PTE, whose value `fw.pte` is.
+    unsafe {
+        let f = Folio::from_raw(folio);
+        let ksm = !f.is_large() && (f.is_ksm() || bindings::is_ksm_zero_pte((*fw.as_ptr()).__bindgen_anon_2.pte));
+        bindings::folio_walk_end(fw.as_mut_ptr(), vma.as_raw());
+        ksm
+    }
+}
+
+/// Breaks the sharing of a KSM page (or KSM zero page) at `addr` of `vma` by faulting in a
+/// private copy, until none is mapped there (C's `break_ksm()`). With `lock_vma`, the area is
+/// first write-locked against per-VMA-lock faults. The caller holds the mmap lock.
+///
+/// Fails with `ENOMEM` if the fault ran out of memory.
+pub fn break_ksm(vma: &VmArea, addr: usize, lock_vma: Option<&MmWriteLocked<'_>>) -> Result {
+    if let Some(locked) = lock_vma {
+        vma.start_write(locked);
+    }
+    let stop = bindings::vm_fault_reason_VM_FAULT_SIGBUS
+        | bindings::vm_fault_reason_VM_FAULT_SIGSEGV
+        | bindings::vm_fault_reason_VM_FAULT_OOM;
+    let ret = loop {
+        // SAFETY: May sleep; we hold only the mmap lock, which allows it.
+        unsafe { bindings::cond_resched() };
+        if !maps_ksm_page(vma, addr) {
+            return Ok(());
+        }
+        let flags = bindings::fault_flag_FAULT_FLAG_UNSHARE | bindings::fault_flag_FAULT_FLAG_REMOTE;
+        // SAFETY: The area is valid, its mmap lock held; without `FAULT_FLAG_ALLOW_RETRY` the
+        // fault does not drop the lock.
+        let ret = unsafe { bindings::handle_mm_fault(vma.as_raw(), addr as _, flags, ptr::null_mut()) };
+        if ret & stop != 0 {
+            break ret;
+        }
+    };
+    if ret & bindings::vm_fault_reason_VM_FAULT_OOM != 0 {
+        Err(ENOMEM)
+    } else {
+        Ok(())
+    }
+}
+
+/// Splits the locked folio of `page` if it is a large one (C's `split_huge_page()`).
+pub fn split_if_large(page: &FolioPage, _locked: &impl LockedFolio) -> Result {
+    // SAFETY: The page is valid and its folio locked, as splitting requires.
+    if unsafe { bindings::page_trans_compound(page.as_raw()) } {
+        // SAFETY: As above.
+        let r = unsafe { bindings::split_huge_page(page.as_raw()) };
+        if r != 0 {
+            return Err(EBUSY);
+        }
+    }
+    Ok(())
+}
+
+/// The number of zero pages KSM has mapped (C's `ksm_zero_pages`).
+pub fn zero_pages() -> isize {
+    // SAFETY: Reads the atomic counter that the KSM implementation defines.
+    unsafe { bindings::ksm_zero_pages_read() as isize }
+}
+
+/// Whether two folios of the swap-in path share the same anon_vma root (C compares
+/// `anon_vma->root`): KSM's `ksm_might_need_to_copy()` keeps a swapped-in folio that is
+/// linearly placed in the area's own anon_vma.
+pub fn in_own_anon_vma(folio: &Folio, vma: &VmArea, addr: usize) -> bool {
+    // SAFETY: The folio is valid; `folio_anon_vma` reads its mapping.
+    let av = unsafe { bindings::folio_anon_vma(folio.as_raw()) };
+    let own = vma.anon_vma_raw();
+    if av.is_null() || own.is_null() {
+        return false;
+    }
+    // SAFETY: Both anon_vmas are valid while the folio is locked and the area's lock held.
+    folio.index() == vma.linear_page_index(addr) && unsafe { (*av).root == (*own).root }
+}
+
+/// Whether the folio has an anon_vma (is anonymous and not KSM).
+pub fn has_anon_vma(folio: &Folio) -> bool {
+    // SAFETY: The folio is valid.
+    !unsafe { bindings::folio_anon_vma(folio.as_raw()) }.is_null()
+}
+
+/// A private copy of `folio`'s first page for `addr` of `vma`, locked, dirty and up to date
+/// (C's swap-in copy of a KSM page). `Ok(None)` when no memory could be had, `EHWPOISON` when
+/// the source could not be read.
+pub fn copy_for_swapin(folio: &Folio, vma: &VmArea, addr: usize) -> Result<Option<ARef<Folio>>> {
+    // SAFETY: The area is valid and locked by the fault path.
+    let new = unsafe { bindings::vma_alloc_folio_movable(vma.as_raw(), addr as _) };
+    if new.is_null() {
+        return Ok(None);
+    }
+    // SAFETY: `new` is a freshly allocated folio whose one reference we own.
+    let new = unsafe { ARef::from_raw(NonNull::new_unchecked(new.cast::<Folio>())) };
+    // SAFETY: `new` is valid; charging it to the area's memory cgroup.
+    if unsafe { bindings::mem_cgroup_charge(new.as_raw(), vma.mm().as_raw(), bindings::GFP_KERNEL) } != 0 {
+        return Ok(None);
+    }
+    // SAFETY: Both pages are valid; the copy handles machine checks.
+    if unsafe { bindings::copy_mc_user_highpage(new.page(0).as_raw(), folio.page(0).as_raw(), addr as _, vma.as_raw()) } != 0 {
+        return Err(crate::error::Error::from_errno(-(bindings::EHWPOISON as i32)));
+    }
+    // SAFETY: `new` is ours alone: it may be marked without its lock, and locked by setting the
+    // bit (C's `__folio_set_locked()`), which the fault path unlocks.
+    unsafe {
+        bindings::folio_set_dirty(new.as_raw());
+        bindings::__folio_mark_uptodate(new.as_raw());
+        bindings::__folio_set_locked(new.as_raw());
+        bindings::count_ksm_swpin_copy();
+    }
+    Ok(Some(new))
+}
+
+/// A reverse-map walk the kernel asked of KSM (C's `struct rmap_walk_control`).
+///
+/// # Invariants
+///
+/// `rwc` is a valid walk control whose callbacks may be called for the walked folio while the
+/// value lives.
+pub struct RmapWalk<'a> {
+    rwc: NonNull<bindings::rmap_walk_control>,
+    _p: PhantomData<&'a mut bindings::rmap_walk_control>,
+}
+
+impl RmapWalk<'_> {
+    /// Wraps the walk control C passed.
+    ///
+    /// # Safety
+    ///
+    /// `rwc` is valid, for a walk of a locked folio, for `'a`.
+    pub unsafe fn from_raw(rwc: *mut bindings::rmap_walk_control) -> Self {
+        // INVARIANT: By the safety requirements.
+        Self {
+            rwc: NonNull::new(rwc).expect("null rmap_walk_control"),
+            _p: PhantomData,
+        }
+    }
+
+    fn raw(&self) -> *mut bindings::rmap_walk_control {
+        self.rwc.as_ptr()
+    }
+
+    /// Whether the walker wants locks to be tried, not waited for.
+    pub fn try_lock(&self) -> bool {
+        // SAFETY: The control is valid (type invariant).
+        unsafe { (*self.raw()).try_lock }
+    }
+
+    /// Tells the walker a lock was contended (with `try_lock`).
+    pub fn set_contended(&mut self) {
+        // SAFETY: The control is valid and ours to update.
+        unsafe { (*self.raw()).contended = true };
+    }
+
+    /// Whether the walker skips `vma`.
+    pub fn invalid_vma(&mut self, vma: &VmArea) -> bool {
+        // SAFETY: The control is valid; its callback takes the area and its own argument.
+        unsafe {
+            let rwc = self.raw();
+            match (*rwc).invalid_vma {
+                Some(f) => f(vma.as_raw(), (*rwc).arg),
+                None => false,
+            }
+        }
+    }
+
+    /// Reports the mapping of `folio` at `addr` of `vma`; `false` stops the walk.
+    pub fn rmap_one(&mut self, folio: &Folio, vma: &VmArea, addr: usize) -> bool {
+        // SAFETY: The control is valid; the callback takes the locked folio, an area whose
+        // anon_vma lock is held, and an address in it.
+        unsafe {
+            let rwc = self.raw();
+            match (*rwc).rmap_one {
+                Some(f) => f(folio.as_raw(), vma.as_raw(), addr as _, (*rwc).arg),
+                None => true,
+            }
+        }
+    }
+
+    /// Whether the walker is done with `folio`.
+    pub fn done(&mut self, folio: &Folio) -> bool {
+        // SAFETY: The control is valid.
+        unsafe {
+            match (*self.raw()).done {
+                Some(f) => f(folio.as_raw()) != 0,
+                None => false,
+            }
+        }
+    }
+}
+
+/// The list memory-failure collects the processes to kill in (C's `to_kill`).
+pub struct KillList<'a> {
+    list: *mut bindings::list_head,
+    _p: PhantomData<&'a mut bindings::list_head>,
+}
+
+impl KillList<'_> {
+    /// Wraps the list C passed.
+    ///
+    /// # Safety
+    ///
+    /// `list` is memory-failure's `to_kill` list, valid for `'a`.
+    pub unsafe fn from_raw(list: *mut bindings::list_head) -> Self {
+        Self {
+            list,
+            _p: PhantomData,
+        }
+    }
+
+    /// Adds to the list every process that maps `page` at `addr` through the areas of `av`
+    /// (C's loop in `collect_procs_ksm()`).
+    #[cfg(CONFIG_MEMORY_FAILURE)]
+    pub fn add_mappers(&mut self, av: &AnonVma, page: &FolioPage, addr: usize, force_early: bool) {
+        let guard = av.lock_read();
+        // SAFETY: Walking the task list under RCU, as `for_each_process` requires; each task is
+        // valid while the RCU read lock is held.
+        unsafe {
+            bindings::rcu_read_lock();
+            let init = ptr::addr_of_mut!(bindings::init_task);
+            let mut tsk = bindings::next_process(init);
+            while tsk != init {
+                let t = bindings::task_early_kill(tsk, i32::from(force_early));
+                if !t.is_null() {
+                    for vma in guard.vmas() {
+                        if (*vma.as_raw()).vm_mm == (*t).mm {
+                            bindings::add_to_kill_ksm(t, page.as_raw(), vma.as_raw(), self.list, addr as _);
+                        }
+                    }
+                }
+                tsk = bindings::next_process(tsk);
+            }
+            bindings::rcu_read_unlock();
+        }
+    }
+}
+
+/// What a KSM implementation gives the rest of the kernel: the functions of `<linux/ksm.h>`,
+/// with the locks their callers hold as arguments. [`crate::ksm_abi!`] turns an implementation
+/// into the C symbols.
+pub trait KsmOps {
+    /// `madvise(MADV_MERGEABLE / MADV_UNMERGEABLE)` on `[start, end)` of `vma`; updates `flags`,
+    /// the area's flags to be.
+    fn madvise(locked: &MmWriteLocked<'_>, vma: &VmArea, start: usize, end: usize, advice: i32, flags: &mut usize) -> Result;
+    /// A new area of an address space that merges everything (`PR_SET_MEMORY_MERGE`).
+    fn add_vma(locked: &MmWriteLocked<'_>, vma: &VmArea);
+    /// `prctl(PR_SET_MEMORY_MERGE, 1)`.
+    fn enable_merge_any(locked: &MmWriteLocked<'_>) -> Result;
+    /// `prctl(PR_SET_MEMORY_MERGE, 0)`.
+    fn disable_merge_any(locked: &MmWriteLocked<'_>) -> Result;
+    /// Turns KSM off for the address space (unmerging all).
+    fn disable(locked: &MmWriteLocked<'_>) -> Result;
+    /// Registers the address space with KSM (fork, exec of a merge-any process, madvise).
+    fn enter(mm: &Mm) -> Result;
+    /// The address space is going away.
+    fn exit(mm: &Mm);
+    /// Whether a swapped-in folio must be copied for `addr` of `vma` (C's
+    /// `ksm_might_need_to_copy()`): `Ok(None)` keeps it, `Ok(Some(new))` uses a copy, and the
+    /// error `ENOMEM` (no copy could be made) or `EHWPOISON` fails the fault.
+    fn might_need_to_copy(folio: &FolioGuard<'_>, vma: &VmArea, addr: usize) -> Result<Option<ARef<Folio>>>;
+    /// The reverse-map walk of a locked KSM folio.
+    fn rmap_walk(folio: &FolioGuard<'_>, walk: &mut RmapWalk<'_>);
+    /// Migration moved KSM folio `old` to `new` (both locked).
+    fn migrate(new: &FolioGuard<'_>, old: &FolioGuard<'_>);
+    /// Memory failure hit `page` of the KSM folio: collect the processes that map it.
+    fn collect_procs(folio: &FolioGuard<'_>, page: &FolioPage, to_kill: &mut KillList<'_>, force_early: bool);
+    /// What KSM saves the address space, in bytes (`/proc/<pid>/ksm_stat`).
+    fn process_profit(mm: &Mm) -> isize;
+}
+
+/// Exports a [`KsmOps`] implementation as the functions of `<linux/ksm.h>`.
+///
+/// Each function turns the C arguments into references whose lifetimes and lock proofs follow
+/// what its C callers guarantee (documented at each conversion).
+#[macro_export]
+macro_rules! ksm_abi {
+    ($t:ty) => {
+        const _: () = {
+            use $crate::bindings;
+            use $crate::mm::{folio::{Folio, FolioGuard, FolioPage}, ksm::{self, KsmOps}, virt::VmArea, Mm, MmWriteLocked};
+
+            fn errno(r: $crate::error::Result) -> ::core::ffi::c_int {
+                match r {
+                    Ok(()) => 0,
+                    Err(e) => e.to_errno(),
+                }
+            }
+
+            /// # Safety
+            ///
+            /// Called by `madvise()`/`mremap()` with `vma`'s mmap lock held for writing.
+            #[no_mangle]
+            unsafe extern "C" fn ksm_madvise(
+                vma: *mut bindings::vm_area_struct,
+                start: ::core::ffi::c_ulong,
+                end: ::core::ffi::c_ulong,
+                advice: ::core::ffi::c_int,
+                vm_flags: *mut ::core::ffi::c_ulong,
+            ) -> ::core::ffi::c_int {
+                // SAFETY: The callers hold the area's mmap lock for writing for the call, so the
+                // area and its mm are valid; `vm_flags` points to the flags being built.
+                unsafe {
+                    let vma = VmArea::from_raw(vma);
+                    let locked = MmWriteLocked::new(vma.mm());
+                    let mut flags = *vm_flags as usize;
+                    let r = <$t as KsmOps>::madvise(&locked, vma, start as usize, end as usize, advice, &mut flags);
+                    *vm_flags = flags as _;
+                    errno(r)
+                }
+            }
+
+            /// # Safety
+            ///
+            /// Called when a new area is set up, with the mmap lock held for writing.
+            #[no_mangle]
+            unsafe extern "C" fn ksm_add_vma(vma: *mut bindings::vm_area_struct) {
+                // SAFETY: As in `ksm_madvise`.
+                unsafe {
+                    let vma = VmArea::from_raw(vma);
+                    let locked = MmWriteLocked::new(vma.mm());
+                    <$t as KsmOps>::add_vma(&locked, vma)
+                }
+            }
+
+            /// # Safety
+            ///
+            /// Called by `prctl()` with the mmap lock of `mm` held for writing.
+            #[no_mangle]
+            unsafe extern "C" fn ksm_enable_merge_any(mm: *mut bindings::mm_struct) -> ::core::ffi::c_int {
+                // SAFETY: The caller holds `mm`'s mmap lock for writing for the call.
+                unsafe { errno(<$t as KsmOps>::enable_merge_any(&MmWriteLocked::new(Mm::from_raw(mm)))) }
+            }
+
+            /// # Safety
+            ///
+            /// As `ksm_enable_merge_any`.
+            #[no_mangle]
+            unsafe extern "C" fn ksm_disable_merge_any(mm: *mut bindings::mm_struct) -> ::core::ffi::c_int {
+                // SAFETY: As in `ksm_enable_merge_any`.
+                unsafe { errno(<$t as KsmOps>::disable_merge_any(&MmWriteLocked::new(Mm::from_raw(mm)))) }
+            }
+
+            /// # Safety
+            ///
+            /// Called with the mmap lock of `mm` held for writing.
+            #[no_mangle]
+            unsafe extern "C" fn ksm_disable(mm: *mut bindings::mm_struct) -> ::core::ffi::c_int {
+                // SAFETY: As in `ksm_enable_merge_any`.
+                unsafe { errno(<$t as KsmOps>::disable(&MmWriteLocked::new(Mm::from_raw(mm)))) }
+            }
+
+            /// # Safety
+            ///
+            /// `mm` is a valid address space (fork, exec, madvise, prctl hold it).
+            #[no_mangle]
+            unsafe extern "C" fn __ksm_enter(mm: *mut bindings::mm_struct) -> ::core::ffi::c_int {
+                // SAFETY: The callers keep `mm` valid for the call.
+                unsafe { errno(<$t as KsmOps>::enter(Mm::from_raw(mm))) }
+            }
+
+            /// # Safety
+            ///
+            /// `mm` is an address space going away (`__mmput()`), valid for the call.
+            #[no_mangle]
+            unsafe extern "C" fn __ksm_exit(mm: *mut bindings::mm_struct) {
+                // SAFETY: `__mmput()` keeps `mm` valid for the call.
+                unsafe { <$t as KsmOps>::exit(Mm::from_raw(mm)) }
+            }
+
+            /// # Safety
+            ///
+            /// Called by the swap-in fault path with `folio` locked and `vma`'s locks held.
+            #[no_mangle]
+            unsafe extern "C" fn ksm_might_need_to_copy(
+                folio: *mut bindings::folio,
+                vma: *mut bindings::vm_area_struct,
+                addr: ::core::ffi::c_ulong,
+            ) -> *mut bindings::folio {
+                // SAFETY: The folio is locked and referenced by the fault path for the call, the
+                // area valid under its locks. The guard does not unlock: the fault path does.
+                unsafe {
+                    let guard = ::core::mem::ManuallyDrop::new(ksm::locked_by_caller(Folio::from_raw(folio)));
+                    match <$t as KsmOps>::might_need_to_copy(&guard, VmArea::from_raw(vma), addr as usize) {
+                        Ok(None) => folio,
+                        Ok(Some(new)) => $crate::types::ARef::into_raw(new).as_ptr().cast(),
+                        Err(e) if e == $crate::error::code::ENOMEM => ::core::ptr::null_mut(),
+                        Err(e) => bindings::ERR_PTR(e.to_errno() as _).cast(),
+                    }
+                }
+            }
+
+            /// # Safety
+            ///
+            /// Called by `rmap_walk()` with the KSM folio locked.
+            #[no_mangle]
+            unsafe extern "C" fn rmap_walk_ksm(folio: *mut bindings::folio, rwc: *mut bindings::rmap_walk_control) {
+                // SAFETY: The folio is locked (and referenced) by the caller for the call; `rwc`
+                // is the caller's walk control. The guard does not unlock.
+                unsafe {
+                    let guard = ::core::mem::ManuallyDrop::new(ksm::locked_by_caller(Folio::from_raw(folio)));
+                    let mut walk = ksm::RmapWalk::from_raw(rwc);
+                    <$t as KsmOps>::rmap_walk(&guard, &mut walk)
+                }
+            }
+
+            /// # Safety
+            ///
+            /// Called by migration with both folios locked.
+            #[no_mangle]
+            unsafe extern "C" fn folio_migrate_ksm(newfolio: *mut bindings::folio, folio: *mut bindings::folio) {
+                // SAFETY: Both folios are locked and referenced by migration for the call.
+                unsafe {
+                    let new = ::core::mem::ManuallyDrop::new(ksm::locked_by_caller(Folio::from_raw(newfolio)));
+                    let old = ::core::mem::ManuallyDrop::new(ksm::locked_by_caller(Folio::from_raw(folio)));
+                    <$t as KsmOps>::migrate(&new, &old)
+                }
+            }
+
+            /// # Safety
+            ///
+            /// Called by memory failure with the folio locked.
+            #[no_mangle]
+            unsafe extern "C" fn collect_procs_ksm(
+                folio: *mut bindings::folio,
+                page: *mut bindings::page,
+                to_kill: *mut bindings::list_head,
+                force_early: ::core::ffi::c_int,
+            ) {
+                // SAFETY: The folio is locked and referenced by memory failure for the call;
+                // `page` is its failed page and `to_kill` its list.
+                unsafe {
+                    let guard = ::core::mem::ManuallyDrop::new(ksm::locked_by_caller(Folio::from_raw(folio)));
+                    let mut list = ksm::KillList::from_raw(to_kill);
+                    <$t as KsmOps>::collect_procs(&guard, FolioPage::from_raw(page), &mut list, force_early != 0)
+                }
+            }
+
+            /// # Safety
+            ///
+            /// `mm` is valid (`/proc` holds it).
+            #[no_mangle]
+            unsafe extern "C" fn ksm_process_profit(mm: *mut bindings::mm_struct) -> ::core::ffi::c_long {
+                // SAFETY: `/proc` keeps `mm` valid for the call.
+                unsafe { <$t as KsmOps>::process_profit(Mm::from_raw(mm)) as _ }
+            }
+        };
+    };
+}
+
+/// A guard for a folio that C code locked and will unlock itself (used by [`ksm_abi!`], which
+/// never drops it).
+///
+/// # Safety
+///
+/// The folio is locked by the current thread and stays locked while the guard is used.
+#[doc(hidden)]
+pub unsafe fn locked_by_caller(folio: &Folio) -> FolioGuard<'_> {
+    // SAFETY: By the safety requirements.
+    unsafe { FolioGuard::assume_locked(folio) }
+}
+
+/// KSM's trace events (`include/trace/events/ksm.h`). Pointers are only printed, as identities.
+pub mod trace {
+    use crate::bindings;
+    use core::ffi::c_void;
+
+    /// A pass over all address spaces starts.
+    pub fn start_scan(seq: u64, rmap_items: u64) {
+        // SAFETY: Trace points take plain values.
+        unsafe { bindings::trace_ksm_start_scan_rust(seq as _, rmap_items as _) };
+    }
+
+    /// A pass ends.
+    pub fn stop_scan(seq: u64, rmap_items: u64) {
+        // SAFETY: As above.
+        unsafe { bindings::trace_ksm_stop_scan_rust(seq as _, rmap_items as _) };
+    }
+
+    /// An address space is registered with KSM.
+    pub fn enter(mm: *const c_void) {
+        // SAFETY: As above; the pointer is only printed.
+        unsafe { bindings::trace_ksm_enter_rust(mm as _) };
+    }
+
+    /// An address space leaves KSM.
+    pub fn exit(mm: *const c_void) {
+        // SAFETY: As above.
+        unsafe { bindings::trace_ksm_exit_rust(mm as _) };
+    }
+
+    /// A page was merged into `pfn` (or the merge failed with `err`).
+    pub fn merge_one_page(pfn: usize, item: *const c_void, mm: *const c_void, err: i32) {
+        // SAFETY: As above.
+        unsafe { bindings::trace_ksm_merge_one_page_rust(pfn as _, item as _, mm as _, err) };
+    }
+
+    /// A page was merged with a KSM page (or became one).
+    pub fn merge_with_ksm_page(kpage: *const c_void, pfn: usize, item: *const c_void, mm: *const c_void, err: i32) {
+        // SAFETY: As above.
+        unsafe { bindings::trace_ksm_merge_with_ksm_page_rust(kpage as _, pfn as _, item as _, mm as _, err) };
+    }
+
+    /// A KSM page left the stable tree.
+    pub fn remove_ksm_page(pfn: usize) {
+        // SAFETY: As above.
+        unsafe { bindings::trace_ksm_remove_ksm_page_rust(pfn as _) };
+    }
+
+    /// An rmap_item left a KSM page.
+    pub fn remove_rmap_item(pfn: usize, item: *const c_void, mm: *const c_void) {
+        // SAFETY: As above.
+        unsafe { bindings::trace_ksm_remove_rmap_item_rust(pfn as _, item as _, mm as _) };
+    }
+
+    /// The scan-time advisor set `pages_to_scan`.
+    pub fn advisor(scan_time: i64, pages_to_scan: usize, cpu_percent: u32) {
+        // SAFETY: As above.
+        unsafe { bindings::trace_ksm_advisor_rust(scan_time, pages_to_scan as _, cpu_percent) };
+    }
+}

@@ -1,0 +1,151 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Virtual memory areas: C's `struct vm_area_struct`.
+//!
+//! C header: [`include/linux/mm.h`](srctree/include/linux/mm.h)
+//!
+//! A [`VmArea`] is only ever reached through a guard of its address space's mmap lock (or from C
+//! code that holds it), and the references live no longer than the guard.
+
+use super::{Mm, MmWriteLocked};
+use crate::{bindings, types::Opaque};
+
+/// Flags of `vm_area_struct::vm_flags`.
+pub mod flags {
+    use crate::bindings;
+
+    /// The type of the flags.
+    pub type Flags = usize;
+
+    /// `VM_SHARED`.
+    pub const SHARED: Flags = bindings::VM_SHARED as Flags;
+    /// `VM_MAYSHARE`.
+    pub const MAYSHARE: Flags = bindings::VM_MAYSHARE as Flags;
+    /// `VM_PFNMAP`.
+    pub const PFNMAP: Flags = bindings::VM_PFNMAP as Flags;
+    /// `VM_IO`.
+    pub const IO: Flags = bindings::VM_IO as Flags;
+    /// `VM_DONTEXPAND`.
+    pub const DONTEXPAND: Flags = bindings::VM_DONTEXPAND as Flags;
+    /// `VM_HUGETLB`.
+    pub const HUGETLB: Flags = bindings::VM_HUGETLB as Flags;
+    /// `VM_MIXEDMAP`.
+    pub const MIXEDMAP: Flags = bindings::VM_MIXEDMAP as Flags;
+    /// `VM_DROPPABLE`.
+    pub const DROPPABLE: Flags = bindings::VM_DROPPABLE as Flags;
+    /// `VM_MERGEABLE`: KSM may merge the area's pages.
+    pub const MERGEABLE: Flags = bindings::VM_MERGEABLE as Flags;
+}
+
+/// A virtual memory area: a C `struct vm_area_struct`.
+///
+/// # Invariants
+///
+/// The area is valid for the lifetime of the reference, which is bounded by a hold of its
+/// address space's mmap lock (or by the C caller that passed it).
+#[repr(transparent)]
+pub struct VmArea {
+    vma: Opaque<bindings::vm_area_struct>,
+}
+
+impl VmArea {
+    /// The area at `ptr`.
+    ///
+    /// # Safety
+    ///
+    /// `ptr` is a valid area whose mmap lock is held (or that is otherwise kept valid) for `'a`.
+    pub unsafe fn from_raw<'a>(ptr: *mut bindings::vm_area_struct) -> &'a VmArea {
+        // SAFETY: `VmArea` is a transparent wrapper; validity is the caller's promise.
+        unsafe { &*ptr.cast() }
+    }
+
+    /// The C structure.
+    pub fn as_raw(&self) -> *mut bindings::vm_area_struct {
+        self.vma.get()
+    }
+
+    /// The first address of the area.
+    pub fn start(&self) -> usize {
+        // SAFETY: The area is valid (type invariant); its bounds are stable under the mmap lock.
+        unsafe { (*self.as_raw()).__bindgen_anon_1.__bindgen_anon_1.vm_start as usize }
+    }
+
+    /// The address after the last of the area.
+    pub fn end(&self) -> usize {
+        // SAFETY: As in `start`.
+        unsafe { (*self.as_raw()).__bindgen_anon_1.__bindgen_anon_1.vm_end as usize }
+    }
+
+    /// The area's flags (`vm_flags`).
+    pub fn flags(&self) -> flags::Flags {
+        // SAFETY: The area is valid; the flags change only under the mmap lock held for writing,
+        // which excludes the holders of this reference but the writer itself.
+        unsafe { (*self.as_raw()).__bindgen_anon_2.vm_flags as flags::Flags }
+    }
+
+    /// The address space of the area.
+    pub fn mm(&self) -> &Mm {
+        // SAFETY: An area's `vm_mm` is valid while the area is.
+        unsafe { Mm::from_raw((*self.as_raw()).vm_mm) }
+    }
+
+    /// Whether the area has an anon_vma (has ever had anonymous pages).
+    pub fn has_anon_vma(&self) -> bool {
+        // SAFETY: The area is valid.
+        unsafe { !(*self.as_raw()).anon_vma.is_null() }
+    }
+
+    /// The area's anon_vma, as a raw pointer (null if none).
+    pub fn anon_vma_raw(&self) -> *mut bindings::anon_vma {
+        // SAFETY: The area is valid.
+        unsafe { (*self.as_raw()).anon_vma }
+    }
+
+    /// Whether the area maps DAX memory.
+    pub fn is_dax(&self) -> bool {
+        // SAFETY: The area is valid.
+        unsafe { bindings::vma_is_dax(self.as_raw()) }
+    }
+
+    /// The page protection of the area.
+    pub fn page_prot(&self) -> bindings::pgprot_t {
+        // SAFETY: The area is valid.
+        unsafe { (*self.as_raw()).vm_page_prot }
+    }
+
+    /// The page offset `addr` has in the area's backing (C's `linear_page_index()`).
+    pub fn linear_page_index(&self, addr: usize) -> usize {
+        // SAFETY: The area is valid.
+        unsafe { bindings::linear_page_index(self.as_raw(), addr as _) as usize }
+    }
+
+    /// Sets `flags` on the area. Needs the mmap lock of its address space held for writing.
+    ///
+    /// # Panics
+    ///
+    /// If `locked` is not the area's address space.
+    pub fn set_flags(&self, locked: &MmWriteLocked<'_>, flags: flags::Flags) {
+        assert!(core::ptr::eq(locked.mm(), self.mm()));
+        // SAFETY: The area is valid and its mmap lock held for writing (`locked`).
+        unsafe { bindings::vm_flags_set(self.as_raw(), flags as _) };
+    }
+
+    /// Clears `flags` on the area. Needs the mmap lock of its address space held for writing.
+    ///
+    /// # Panics
+    ///
+    /// If `locked` is not the area's address space.
+    pub fn clear_flags(&self, locked: &MmWriteLocked<'_>, flags: flags::Flags) {
+        assert!(core::ptr::eq(locked.mm(), self.mm()));
+        // SAFETY: As in `set_flags`.
+        unsafe { bindings::vm_flags_clear(self.as_raw(), flags as _) };
+    }
+
+    /// Write-locks the area against page faults that hold only its per-VMA lock (C's
+    /// `vma_start_write()`). Needs the mmap lock held for writing.
+    pub fn start_write(&self, locked: &MmWriteLocked<'_>) {
+        assert!(core::ptr::eq(locked.mm(), self.mm()));
+        // SAFETY: As in `set_flags`.
+        unsafe { bindings::vma_start_write(self.as_raw()) };
+    }
+}

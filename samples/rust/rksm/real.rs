@@ -1,0 +1,290 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The kernel's backend: the trees over the folios of real address spaces.
+//!
+//! An rmap_item records an address space and an address ([`Mapping`]); its page is whatever
+//! that address maps when it is looked at, under the address space's mmap lock. A stable node
+//! records its KSM page's frame, which it checks through the folio's back pointer (the
+//! "keyhole", [`kernel::mm::ksm::get_ksm_folio`]). The merges follow C KSM step by step:
+//! write-protect, compare the whole pages, replace.
+
+use crate::backend::{Backend, Contents};
+use crate::item::RmapItem;
+use crate::knobs;
+use crate::stable::StableNode;
+use core::pin::Pin;
+use kernel::mm::contents::PageBytes;
+use kernel::mm::folio::{AtomicPfn, HeldPage, PageLockGuard};
+use kernel::mm::ksm::{self as mmksm, AnonVma, AnonVmaSlot, Replacement};
+use kernel::mm::virt::{flags, VmArea};
+use kernel::mm::{Mm, MmapReadGuard};
+use kernel::prelude::*;
+use kernel::types::ARef;
+
+kernel::define_token!(pub(crate) KsmToken);
+
+/// Where an rmap_item's page is mapped: an address space (kept by `mmgrab()`) and an address.
+pub(crate) struct Mapping {
+    mm: ARef<Mm>,
+    addr: usize,
+}
+
+impl Mapping {
+    pub(crate) fn new(mm: ARef<Mm>, addr: usize) -> Self {
+        Self { mm, addr }
+    }
+
+    /// The address space.
+    pub(crate) fn mm(&self) -> &Mm {
+        &self.mm
+    }
+
+    /// The address.
+    pub(crate) fn addr(&self) -> usize {
+        self.addr
+    }
+}
+
+/// A page of a real address space, held by a reference on its folio.
+pub(crate) struct Page(pub(crate) HeldPage);
+
+impl Contents for Page {
+    fn bytes(&self) -> PageBytes<'_> {
+        self.0.page().bytes()
+    }
+}
+
+/// The kernel's backend.
+pub(crate) struct KsmBackend {
+    /// The checksum of an all-zero page (for `use_zero_pages`).
+    pub(crate) zero_checksum: u32,
+}
+
+/// The area that `addr` of `mm` is in, if KSM may merge there (C's `find_mergeable_vma()`).
+pub(crate) fn find_mergeable_vma<'g>(guard: &'g MmapReadGuard<'_>, addr: usize) -> Option<&'g VmArea> {
+    if guard.mm().is_exiting() {
+        return None;
+    }
+    guard
+        .vma_lookup(addr)
+        .filter(|vma| vma.flags() & flags::MERGEABLE != 0 && vma.has_anon_vma())
+}
+
+/// What [`merge_one`] merges a page with.
+enum With<'a> {
+    /// Nothing: the page itself becomes a KSM page (of no node yet).
+    Become,
+    /// This KSM page.
+    Ksm(&'a HeldPage),
+    /// The zero page.
+    Zero,
+}
+
+/// Merges the page mapped at `vma` into `with` (C's `try_to_merge_one_page()`): locks it
+/// (without waiting), splits it if it is part of a large folio, write-protects its mapping, and
+/// then either makes it a KSM page or, if its contents equal `with`'s, maps `with` instead.
+fn merge_one(vma: &VmArea, page: &HeldPage, with: With<'_>) -> Result {
+    if let With::Ksm(k) = &with {
+        if core::ptr::eq(k.page(), page.page()) {
+            // A KSM page a fork shares: nothing to do.
+            return Ok(());
+        }
+    }
+    if !page.folio().is_anon() {
+        return Err(EFAULT);
+    }
+    // Wait for nothing: come back to a locked page later.
+    let locked = page.try_lock().ok_or(EFAULT)?;
+    mmksm::split_if_large(page.page(), &locked).map_err(|_| EFAULT)?;
+    // If the page is mapped only here its entry may be writable; either way the lock and the
+    // reference count check make sure nobody writes it behind our back from here on.
+    let orig = mmksm::write_protect(vma, &locked)?;
+    match with {
+        With::Become => {
+            mmksm::set_ksm_node::<StableNode<KsmBackend>>(&locked, None);
+            locked.mark_accessed();
+            // Reclaim frees a clean page without dirty entries: make sure a KSM page is swapped.
+            locked.set_dirty();
+            Ok(())
+        }
+        With::Ksm(k) => {
+            if page.page().bytes().same_as(&k.page().bytes()) {
+                mmksm::replace(vma, page.page(), Replacement::Ksm(k.page()), orig)
+            } else {
+                Err(EFAULT)
+            }
+        }
+        With::Zero => {
+            if page.page().bytes().is_zero() {
+                mmksm::replace(vma, page.page(), Replacement::Zero, orig)
+            } else {
+                Err(EFAULT)
+            }
+        }
+    }
+}
+
+impl KsmBackend {
+    /// Merges the page of `item` into `kpage`, or makes it a KSM page (C's
+    /// `try_to_merge_with_ksm_page()`); on success the item keeps a reference on the area's
+    /// anon_vma, taken under the mmap lock.
+    fn merge_item(&self, item: &RmapItem<Self>, page: &HeldPage, kpage: Option<&HeldPage>) -> Result {
+        let m = item.mapping();
+        let guard = m.mm().mmap_read_lock();
+        let r = match find_mergeable_vma(&guard, m.addr()) {
+            None => Err(EFAULT),
+            Some(vma) => merge_one(vma, page, kpage.map_or(With::Become, With::Ksm)).map(|()| {
+                if let Some(av) = AnonVma::of(vma) {
+                    drop(item.extra().set(av));
+                }
+            }),
+        };
+        drop(guard);
+        let kpfn = kpage.unwrap_or(page).page().pfn().value();
+        mmksm::trace::merge_with_ksm_page(
+            kpage.map_or(core::ptr::null(), |k| k.page().as_raw().cast()),
+            kpfn,
+            (item as *const RmapItem<Self>).cast(),
+            m.mm().as_raw().cast(),
+            r.err().map_or(0, |e| e.to_errno()),
+        );
+        r
+    }
+}
+
+impl Backend for KsmBackend {
+    type Mapping = Mapping;
+    type KsmPage = AtomicPfn;
+    type ItemExtra = AnonVmaSlot;
+    type Page<'a> = Page;
+    type Locked<'a> = PageLockGuard<'a>;
+    type Token = KsmToken;
+
+    fn item_page(&self, m: &Mapping) -> Option<Page> {
+        // C's `get_mergeable_page()`.
+        let guard = m.mm().mmap_read_lock();
+        let vma = find_mergeable_vma(&guard, m.addr())?;
+        mmksm::anon_page_at(vma, m.addr()).map(Page)
+    }
+
+    fn ksm_page(&self, node: &StableNode<Self>) -> Option<Page> {
+        let pfn = node.ksm_page()?;
+        let folio = mmksm::get_ksm_folio(node, pfn)?;
+        Some(Page(HeldPage::first_of(folio)))
+    }
+
+    fn ksm_page_of(&self, page: &Page) -> AtomicPfn {
+        AtomicPfn::new(page.0.page().pfn())
+    }
+
+    fn page_nid(&self, page: &Page) -> usize {
+        page.0.page().nid()
+    }
+
+    fn same_page(&self, a: &Page, b: &Page) -> bool {
+        core::ptr::eq(a.0.page(), b.0.page())
+    }
+
+    fn page_is(&self, page: &Page, node: &StableNode<Self>) -> bool {
+        node.ksm_page().is_some_and(|p| p.load() == page.0.page().pfn()) && page.0.folio().is_ksm()
+    }
+
+    fn is_ksm(&self, page: &Page) -> bool {
+        page.0.folio().is_ksm()
+    }
+
+    fn ksm_page_nid(&self, ksm: &AtomicPfn) -> usize {
+        ksm.load().nid()
+    }
+
+    fn lock<'a>(&'a self, page: &'a Page) -> PageLockGuard<'a> {
+        page.0.lock()
+    }
+
+    fn locked_is(&self, locked: &PageLockGuard<'_>, node: &StableNode<Self>) -> bool {
+        mmksm::is_ksm_folio_of(locked, node)
+    }
+
+    fn link_node(&self, locked: &PageLockGuard<'_>, node: Pin<&StableNode<Self>>) {
+        mmksm::set_ksm_node(locked, Some(node));
+    }
+
+    fn node_of<'a>(&self, locked: &'a PageLockGuard<'_>) -> Option<Pin<&'a StableNode<Self>>> {
+        mmksm::ksm_node(locked)
+    }
+
+    fn settle(&self, kpage: &Page) -> Result {
+        kpage.0.try_lock().map(drop).ok_or(EBUSY)
+    }
+
+    fn merge_with_ksm(&self, item: &RmapItem<Self>, page: &Page, kpage: &Page) -> Result {
+        self.merge_item(item, &page.0, Some(&kpage.0))
+    }
+
+    fn merge_pages(&self, item: &RmapItem<Self>, page: &Page, tree_item: &RmapItem<Self>, tree_page: &Page) -> Result {
+        self.merge_item(item, &page.0, None)?;
+        if let Err(e) = self.merge_item(tree_item, &tree_page.0, Some(&page.0)) {
+            // A KSM page with one mapping: undo.
+            self.break_merge(item);
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    fn merge_zero(&self, item: &RmapItem<Self>, page: &Page) -> bool {
+        if !knobs::use_zero_pages() || item.checksum() != self.zero_checksum {
+            return false;
+        }
+        let m = item.mapping();
+        let guard = m.mm().mmap_read_lock();
+        let Some(vma) = find_mergeable_vma(&guard, m.addr()) else {
+            // The area is gone: nothing more to do with this page.
+            return true;
+        };
+        let r = merge_one(vma, &page.0, With::Zero);
+        mmksm::trace::merge_one_page(
+            kernel::mm::folio::FolioPage::zero(m.addr()).pfn().value(),
+            (item as *const RmapItem<Self>).cast(),
+            m.mm().as_raw().cast(),
+            r.err().map_or(0, |e| e.to_errno()),
+        );
+        r.is_ok()
+    }
+
+    fn break_merge(&self, item: &RmapItem<Self>) {
+        // C's `break_cow()`: the undo of a merge drops the anon_vma reference too.
+        drop(item.extra().take());
+        let m = item.mapping();
+        let guard = m.mm().mmap_read_lock();
+        if let Some(vma) = find_mergeable_vma(&guard, m.addr()) {
+            let _ = mmksm::break_ksm(vma, m.addr(), None);
+        }
+    }
+
+    fn release(&self, node: &StableNode<Self>) -> bool {
+        // C's `remove_stable_node()`.
+        let Some(page) = self.ksm_page(node) else {
+            return true;
+        };
+        let locked = page.0.lock();
+        if !mmksm::is_ksm_folio_of(&locked, node) {
+            return true;
+        }
+        // Still mapped (a process between `ksm_exit()` and `exit_mmap()`, say): busy.
+        if page.0.folio().is_mapped() {
+            return false;
+        }
+        mmksm::set_ksm_node::<StableNode<Self>>(&locked, None);
+        true
+    }
+
+    fn merged(&self, item: &RmapItem<Self>) {
+        item.mapping().mm().ksm_counters().add_merging_pages(1);
+    }
+
+    fn unmerged(&self, item: &RmapItem<Self>) {
+        let m = item.mapping();
+        m.mm().ksm_counters().add_merging_pages(-1);
+        drop(item.extra().take());
+    }
+}
