@@ -567,6 +567,11 @@ void rust_helper_rcu_read_unlock(void)
 
 /* Kernel threads and waiting. */
 
+u64 rust_helper_get_jiffies_64(void)
+{
+	return get_jiffies_64();
+}
+
 void rust_helper_kthread_set_freezable(void)
 {
 	set_freezable();

@@ -121,6 +121,12 @@ pub fn ktime_ns() -> i64 {
     unsafe { bindings::ktime_get() }
 }
 
+/// The jiffies counter.
+pub fn jiffies() -> u64 {
+    // SAFETY: Always callable.
+    unsafe { bindings::get_jiffies_64() }
+}
+
 /// Milliseconds in jiffies.
 pub fn msecs_to_jiffies(ms: u32) -> usize {
     // SAFETY: Pure conversion.
@@ -166,11 +172,15 @@ impl WaitQueue {
 
     /// Sleeps freezably until `cond()` holds, or `timeout` jiffies passed (C's
     /// `wait_event_freezable(_timeout)`): a suspend may freeze the sleeper. Returns the jiffies
-    /// left (at least 1 if the condition came true).
+    /// left (at least 1 if the condition came true, 0 if the time ran out). As in C, a timeout
+    /// of 0 does not sleep at all.
     pub fn wait_freezable(&self, mut cond: impl FnMut() -> bool, timeout: Option<usize>) -> usize {
         let mut left = timeout.map_or(bindings::MAX_SCHEDULE_TIMEOUT, |t| t as _);
         if cond() {
             return (left as usize).max(1);
+        }
+        if left == 0 {
+            return 0;
         }
         let mut entry = MaybeUninit::<bindings::wait_queue_entry>::zeroed();
         // SAFETY: `entry` is a writable entry that lives until `finish_wait` below.

@@ -17,6 +17,8 @@ use kernel::{kunit_ensure, kunit_ensure_eq, kunit_suite};
 const SET: Settings = Settings {
     skip_prefix: true,
     max_page_sharing: 256,
+    now: 0,
+    prune_jiffies: 0,
 };
 
 /// A stable tree, its token, the items its nodes list and the counters: torn down in that order

@@ -326,6 +326,7 @@ impl ScanState {
             let Some((slot, page)) = self.next_page(k) else {
                 break;
             };
+            self.trees.chain_prune_ms = knobs::CHAINS_PRUNE_MS.load(Relaxed);
             let Self {
                 token,
                 slots_token,

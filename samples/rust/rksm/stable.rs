@@ -17,7 +17,13 @@ use kernel::page::PAGE_SIZE;
 use kernel::prelude::*;
 use kernel::search_tree::{BoxTree, Prune, Step, TreeLinks, TreeNode, Visit, Walk};
 
-type Dups<B> = TokenCell<KVec<Pin<KBox<StableNode<B>>>>, <B as Backend>::Token>;
+/// A chain's dups, and when its stale dups were last pruned all at once.
+struct Chain<B: Backend> {
+    dups: KVec<Pin<KBox<StableNode<B>>>>,
+    prune_time: u64,
+}
+
+type Dups<B> = TokenCell<Chain<B>, <B as Backend>::Token>;
 
 /// A KSM page and the rmap_items that map it, or a chain of such nodes of equal contents.
 pub(crate) struct StableNode<B: Backend> {
@@ -108,7 +114,7 @@ impl<B: Backend> StableNode<B> {
     /// The dups of a chain (none for a plain node).
     pub(crate) fn dups<'t>(&'t self, token: &'t B::Token) -> &'t [Pin<KBox<StableNode<B>>>] {
         match &self.kind {
-            Kind::Chain(dups) => dups.get(token),
+            Kind::Chain(chain) => &chain.get(token).dups,
             Kind::Page(_) => &[],
         }
     }
@@ -141,6 +147,10 @@ pub(crate) struct Settings {
     pub(crate) skip_prefix: bool,
     /// The most mappings one KSM page may have.
     pub(crate) max_page_sharing: usize,
+    /// The time now, in jiffies.
+    pub(crate) now: u64,
+    /// How often a chain is pruned whole, in jiffies (`stable_node_chains_prune_millisecs`).
+    pub(crate) prune_jiffies: u64,
 }
 
 /// A stable node in a tree: a plain node, or a dup of a chain in the tree.
@@ -153,7 +163,7 @@ impl<'a, B: Backend> NodeRef<'a, B> {
     /// The node, for as long as the token is borrowed.
     pub(crate) fn get<'t>(&'t self, token: &'t B::Token) -> Pin<&'t StableNode<B>> {
         match (self.dup, &self.node.kind) {
-            (Some(k), Kind::Chain(dups)) => dups.get(token)[k].as_ref(),
+            (Some(k), Kind::Chain(chain)) => chain.get(token).dups[k].as_ref(),
             _ => self.node,
         }
     }
@@ -289,54 +299,74 @@ impl<B: Backend> StableTree<B> {
         if dup {
             c.dups -= 1;
         }
-        if let Kind::Chain(dups) = &node.kind {
+        if let Kind::Chain(chain) = &node.kind {
             c.chains -= 1;
-            let dups = core::mem::take(dups.get_mut(token));
+            let dups = core::mem::take(&mut chain.get_mut(token).dups);
             for d in dups {
                 Self::free_node(backend, token, d, c, true);
             }
         }
     }
 
-    /// The page a chain stands for in comparisons: that of the dup a lookup would use (one with
-    /// room and the most mappings, to fill dups before opening others; else any). Removes the
-    /// chain's stale dups on the way. Returns the dup's index and its page; `None` if every dup
-    /// is stale.
+    /// The page a chain stands for in comparisons (C's `stable_node_dup()`): that of the dup a
+    /// lookup would use. Dups are tried in order; the first one with room is taken, unless the
+    /// chain is due for pruning (`prune` and `stable_node_chains_prune_millisecs` elapsed), when
+    /// every dup is looked at and the fullest one with room is taken. Dups whose page is gone are
+    /// removed when met. A taken dup that can take one more page after this one moves to the
+    /// front. Returns the dup's index and its page; `None` if every dup is stale.
     fn chain_page<'b>(
         backend: &'b B,
         token: &mut B::Token,
-        dups: &Dups<B>,
-        max_sharing: usize,
+        cell: &Dups<B>,
+        set: Settings,
+        prune: bool,
         c: &mut Counters,
     ) -> Option<(usize, B::Page<'b>)> {
-        let mut i = 0;
-        while i < dups.get(token).len() {
-            let alive = backend.ksm_page(&dups.get(token)[i]).is_some();
-            if alive {
-                i += 1;
-            } else {
-                let dup = dups.get_mut(token).swap_remove(i);
-                Self::free_node(backend, token, dup, c, true);
+        let max = set.max_page_sharing;
+        let prune = prune && {
+            let chain = cell.get_mut(token);
+            let due = set.now >= chain.prune_time.saturating_add(set.prune_jiffies);
+            if due {
+                chain.prune_time = set.now;
             }
-        }
-        let list = dups.get(token);
-        let mut best: Option<usize> = None;
-        for (k, dup) in list.iter().enumerate() {
-            best = Some(match best {
-                None => k,
-                Some(b) => {
-                    let (room_b, room_k) =
-                        (list[b].has_room(max_sharing), dup.has_room(max_sharing));
-                    if room_k && (!room_b || dup.len() > list[b].len()) {
-                        k
-                    } else {
-                        b
-                    }
+            due
+        };
+        let mut found: Option<(usize, B::Page<'b>)> = None;
+        let mut i = 0;
+        while i < cell.get(token).dups.len() {
+            let Some(page) = backend.ksm_page(&cell.get(token).dups[i]) else {
+                // Stale: out of the chain at once, keeping the others' order.
+                let chain = cell.get_mut(token);
+                chain.dups[i..].rotate_left(1);
+                if let Some(dup) = chain.dups.pop() {
+                    Self::free_node(backend, token, dup, c, true);
                 }
-            });
+                continue;
+            };
+            let dups = &cell.get(token).dups;
+            let d = &dups[i];
+            let better = match &found {
+                None => true,
+                Some((f, _)) => {
+                    let f = &dups[*f];
+                    d.has_room(max) && (!f.has_room(max) || d.len() > f.len())
+                }
+            };
+            if better {
+                let room = d.has_room(max);
+                found = Some((i, page));
+                if !prune && room {
+                    break;
+                }
+            }
+            i += 1;
         }
-        let k = best?;
-        let page = backend.ksm_page(&list[k])?;
+        let (k, page) = found?;
+        let d = &cell.get(token).dups[k];
+        if k != 0 && d.len() > 0 && d.len() + 1 < max {
+            cell.get_mut(token).dups[..=k].rotate_right(1);
+            return Some((0, page));
+        }
         Some((k, page))
     }
 
@@ -351,6 +381,7 @@ impl<B: Backend> StableTree<B> {
         token: &mut B::Token,
         key: &PageBytes<'_>,
         set: Settings,
+        prune: bool,
         stats: &mut Stats,
         c: &mut Counters,
     ) -> Descended<'a, B> {
@@ -360,10 +391,8 @@ impl<B: Backend> StableTree<B> {
             Visit::At(node) => {
                 let page = match &node.kind {
                     Kind::Page(_) => backend.ksm_page(node).map(|page| (None, page)),
-                    Kind::Chain(dups) => {
-                        Self::chain_page(backend, token, dups, set.max_page_sharing, c)
-                            .map(|(k, page)| (Some(k), page))
-                    }
+                    Kind::Chain(cell) => Self::chain_page(backend, token, cell, set, prune, c)
+                        .map(|(k, page)| (Some(k), page)),
                 };
                 match page {
                     None => Prune::Remove,
@@ -398,8 +427,9 @@ impl<B: Backend> StableTree<B> {
             Visit::At(node) => {
                 let free = match &node.kind {
                     Kind::Page(_) => node.items.is_empty() && backend.release(node),
-                    Kind::Chain(dups) => dups
+                    Kind::Chain(chain) => chain
                         .get(token)
+                        .dups
                         .iter()
                         .all(|d| d.items.is_empty() && backend.release(d)),
                 };
@@ -442,12 +472,36 @@ impl<B: Backend> StableTree<B> {
             token,
             key,
             set,
+            true,
             stats,
             c,
         );
-        let (Walk::Stopped(at), Some((dup, page))) = (d.walk, d.hit) else {
+        let (Walk::Stopped(mut at), Some((mut dup, page))) = (d.walk, d.hit) else {
             return None;
         };
+        // A chain down to one dup is no chain: the dup takes its place in the tree.
+        let single = match &at.get().kind {
+            Kind::Chain(cell) if dup.is_some() && cell.get(token).dups.len() == 1 => {
+                cell.get_mut(token).dups.pop()
+            }
+            _ => None,
+        };
+        if let Some(single) = single {
+            match at.replace(single) {
+                Ok(chain) => {
+                    c.chains -= 1;
+                    c.dups -= 1;
+                    drop(chain);
+                    dup = None;
+                }
+                Err(single) => {
+                    // Cannot be (the dup's links are free); keep the chain as it was.
+                    if let Kind::Chain(cell) = &at.get().kind {
+                        let _ = cell.get_mut(token).dups.push(single, GFP_KERNEL);
+                    }
+                }
+            }
+        }
         let node = NodeRef {
             node: at.into_pinned(),
             dup,
@@ -484,6 +538,7 @@ impl<B: Backend> StableTree<B> {
             token,
             key,
             set,
+            false,
             stats,
             c,
         );
@@ -499,21 +554,27 @@ impl<B: Backend> StableTree<B> {
                     // that takes its place in the tree. Room for both dups is made first, so that
                     // no node with mappings is ever dropped for want of memory.
                     let mut list = KVec::with_capacity(2, GFP_KERNEL)?;
-                    let dups = KBox::new(TokenCell::new(KVec::new()), GFP_KERNEL)?;
-                    let chain = StableNode::new(Kind::Chain(dups), nid)?;
+                    let cell = KBox::new(
+                        TokenCell::new(Chain {
+                            dups: KVec::new(),
+                            prune_time: set.now,
+                        }),
+                        GFP_KERNEL,
+                    )?;
+                    let chain = StableNode::new(Kind::Chain(cell), nid)?;
                     let old = at.replace(chain).map_err(|_| EINVAL)?;
                     list.push(old, GFP_KERNEL)?;
-                    if let Kind::Chain(dups) = &at.get().kind {
-                        *dups.get_mut(token) = list;
+                    if let Kind::Chain(cell) = &at.get().kind {
+                        cell.get_mut(token).dups = list;
                     }
                     c.chains += 1;
                     c.dups += 1;
                 }
                 let chain = at.into_pinned();
-                let Kind::Chain(dups) = &chain.get_ref().kind else {
+                let Kind::Chain(cell) = &chain.get_ref().kind else {
                     return Err(EINVAL);
                 };
-                let list = dups.get_mut(token);
+                let list = &mut cell.get_mut(token).dups;
                 list.push(new, GFP_KERNEL)?;
                 c.dups += 1;
                 Ok(NodeRef {

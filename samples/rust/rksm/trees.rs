@@ -50,6 +50,8 @@ pub(crate) struct Trees<B: Backend> {
     pub(crate) max_page_sharing: usize,
     /// Whether comparisons skip the prefix known to be equal (rksm's own; C KSM does not).
     pub(crate) skip_prefix: bool,
+    /// How often a chain's dups are all checked for staleness (`stable_node_chains_prune_millisecs`).
+    pub(crate) chain_prune_ms: u32,
 }
 
 fn trees<T: Default>(n: usize) -> Result<KVec<T>> {
@@ -73,6 +75,7 @@ impl<B: Backend> Trees<B> {
             stats: Stats::default(),
             max_page_sharing: 256,
             skip_prefix: true,
+            chain_prune_ms: 2000,
         })
     }
 
@@ -151,6 +154,8 @@ impl<B: Backend> Trees<B> {
         Settings {
             skip_prefix: self.skip_prefix,
             max_page_sharing: self.max_page_sharing,
+            now: kernel::kthread::jiffies(),
+            prune_jiffies: kernel::kthread::msecs_to_jiffies(self.chain_prune_ms) as u64,
         }
     }
 
