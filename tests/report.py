@@ -126,11 +126,7 @@ def collect(top, kernel):
             rcf = os.path.join(d, name + ".rc")
             rc = int(open(rcf).read().strip() or 1) if os.path.exists(rcf) else None
             results = parse_tap(text)
-            attempts = os.path.join(d, name + ".attempts")
-            retried = open(attempts).read().strip().splitlines() if os.path.exists(attempts) else []
             for desc, status in results:
-                if retried:
-                    desc = "%s (attempt %d; earlier: %s)" % (desc, len(retried) + 1, "; ".join(retried))
                 for ksuite, kname, signature, why in KNOWN_BROKEN:
                     if suite == ksuite and kname in desc and signature in text:
                         status, desc = "broken", "%s (known broken upstream: %s)" % (desc, why)
@@ -153,6 +149,56 @@ def collect(top, kernel):
     return cases
 
 
+def abi_groups(lines):
+    """Facts of a sysfs ABI record (tests/vm/sysfs_abi.py), grouped by the file they are about."""
+    groups = {}
+    for line in lines:
+        words = line.split()
+        if len(words) < 2:
+            continue
+        key = "busy" if words[0] == "busy" else words[1]
+        groups.setdefault(key, []).append(line)
+    return groups
+
+
+def compare_abi(top, kernels):
+    """One case per sysfs file: rksm's record must equal C KSM's, line for line.
+
+    Against the C kernel of the same run when both ran, else against tests/vm/sysfs_abi.expected
+    (C KSM's record, taken from the C kernel of this tree).
+    """
+    def record(k):
+        f = os.path.join(top, "build", "test", k, "sysfs", "abi.record")
+        return open(f).read().splitlines() if os.path.exists(f) else None
+
+    ref_name, ref = "C KSM, same run", record("c") if "c" in kernels else None
+    if ref is None:
+        ref_name = "tests/vm/sysfs_abi.expected"
+        ref = open(os.path.join(top, "tests", "vm", "sysfs_abi.expected")).read().splitlines()
+    cases = []
+    for k in kernels:
+        if k == "c" and ref_name.startswith("C KSM"):
+            continue
+        if not os.path.exists(os.path.join(top, "build", "test", k, "vm.rc")):
+            continue
+        got = record(k)
+        if got is None:
+            cases.append(Case(k, "sysfs_abi", "record", "fail", "sysfs_abi.py left no record"))
+            continue
+        want_g, got_g = abi_groups(ref), abi_groups(got)
+        for key in sorted(set(want_g) | set(got_g)):
+            want, have = want_g.get(key, []), got_g.get(key, [])
+            name = "%s: %d facts equal %s" % (key, len(want), ref_name)
+            if want == have:
+                cases.append(Case(k, "sysfs_abi", name, "pass"))
+                continue
+            diff = [(a, b) for a, b in zip(want + [""] * len(have), have + [""] * len(want))
+                    if a != b][0]
+            cases.append(Case(k, "sysfs_abi", name, "fail",
+                              "C KSM: %r, here: %r" % (diff[0] or "(nothing)", diff[1] or "(nothing)")))
+    return cases
+
+
 def tail(text, n=3):
     lines = [x for x in text.strip().splitlines() if x.strip()]
     return " | ".join(lines[-n:])[:300]
@@ -164,8 +210,10 @@ def main():
     if sys.argv[1:2] == ["--kunit"]:
         cases = parse_ktap(open(sys.argv[2], errors="replace").read(), "rust")
     else:
-        for k in sys.argv[1:] or ["c", "rust"]:
+        kernels = sys.argv[1:] or ["c", "rust"]
+        for k in kernels:
             cases += collect(top, k)
+        cases += compare_abi(top, kernels)
     for c in cases:
         if c.status == "skip":
             key = (c.suite, c.name)
@@ -203,8 +251,8 @@ def main():
     nfail = len(cases) - npass - len(broken)
     if broken:
         print()
-        print("%d known-broken upstream case(s) not counted (README.md, 'Known-broken upstream "
-              "tests'):" % len(broken))
+        print("%d known-broken upstream case(s) not counted (README.md, 'Upstream tests and their "
+              "settings'):" % len(broken))
         for c in broken:
             print("  [%s] %s" % (c.kernel, c.name[:200]))
     if not cases:

@@ -31,8 +31,8 @@ pub(crate) static SMART_SCAN: AtomicBool = AtomicBool::new(true);
 pub(crate) static CHAINS_PRUNE_MS: AtomicU32 = AtomicU32::new(2000);
 /// `advisor_mode`: false none, true scan-time.
 pub(crate) static ADVISOR_SCAN_TIME: AtomicBool = AtomicBool::new(false);
-/// `advisor_max_cpu`.
-pub(crate) static ADVISOR_MAX_CPU: AtomicUsize = AtomicUsize::new(70);
+/// `advisor_max_cpu`: an `unsigned int` in C KSM, parsed as an `unsigned long`.
+pub(crate) static ADVISOR_MAX_CPU: AtomicU32 = AtomicU32::new(70);
 /// `advisor_min_pages_to_scan`.
 pub(crate) static ADVISOR_MIN_PAGES: AtomicUsize = AtomicUsize::new(500);
 /// `advisor_max_pages_to_scan`.
@@ -217,7 +217,8 @@ fn store_advisor_mode(s: &CStr) -> Result {
 }
 
 fn store_advisor_max_cpu(s: &CStr) -> Result {
-    ADVISOR_MAX_CPU.store(inval(sysfs::kstrtoul(s))?, Relaxed);
+    // C parses an `unsigned long` and keeps its low 32 bits (`4294967296` reads back `0`).
+    ADVISOR_MAX_CPU.store(inval(sysfs::kstrtoul(s))? as u32, Relaxed);
     Ok(())
 }
 
