@@ -6,8 +6,10 @@
  * three functions that mm declares only in mm/internal.h.
  */
 
+#include <kunit/test.h>
 #include <linux/freezer.h>
 #include <linux/huge_mm.h>
+#include <linux/kobject.h>
 #include <linux/ksm.h>
 #include <linux/kthread.h>
 #include <linux/memcontrol.h>
@@ -526,6 +528,15 @@ void rust_helper_anon_vma_unlock_read(struct anon_vma *anon_vma)
 	anon_vma_unlock_read(anon_vma);
 }
 
+/*
+ * bindgen lays out struct task_struct differently from the compiler (mm at 880 instead of 896
+ * with clang 19 and this config), so Rust reads its fields here.
+ */
+struct mm_struct *rust_helper_task_mm(struct task_struct *t)
+{
+	return t->mm;
+}
+
 #ifdef CONFIG_MEMORY_FAILURE
 struct task_struct *rust_helper_task_early_kill(struct task_struct *tsk, int force_early)
 {
@@ -640,4 +651,66 @@ void rust_helper_trace_ksm_advisor_rust(s64 scan_time, unsigned long pages_to_sc
 				       unsigned int cpu_percent)
 {
 	trace_ksm_advisor(scan_time, pages_to_scan, cpu_percent);
+}
+
+/*
+ * The compiler's layout of what rust/kernel/mm reads, writes or allocates directly, in the order
+ * of RUST_LAYOUT in rust/kernel/mm/layout.rs (checked by the rksm_layout KUnit suite).
+ */
+#define LAYOUT_OFF(s, f) { #s "." #f, offsetof(struct s, f) }
+#define LAYOUT_SIZE(s) { "sizeof(struct " #s ")", sizeof(struct s) }
+
+const char *rust_helper_rksm_c_layout(unsigned int i, size_t *value)
+{
+	static const struct {
+		const char *name;
+		size_t value;
+	} table[] = {
+		LAYOUT_SIZE(rb_node),
+		LAYOUT_SIZE(rb_root),
+		LAYOUT_SIZE(hlist_node),
+		LAYOUT_SIZE(list_head),
+		LAYOUT_SIZE(folio_walk),
+		LAYOUT_OFF(folio_walk, page),
+		LAYOUT_OFF(folio_walk, pte),
+		LAYOUT_SIZE(page_vma_mapped_walk),
+		LAYOUT_OFF(page_vma_mapped_walk, pte),
+		LAYOUT_SIZE(mmu_notifier_range),
+		LAYOUT_SIZE(wait_queue_head),
+		LAYOUT_SIZE(wait_queue_entry),
+		LAYOUT_OFF(vm_area_struct, vm_start),
+		LAYOUT_OFF(vm_area_struct, vm_end),
+		LAYOUT_OFF(vm_area_struct, vm_mm),
+		LAYOUT_OFF(vm_area_struct, vm_page_prot),
+		LAYOUT_OFF(vm_area_struct, vm_flags),
+		LAYOUT_OFF(vm_area_struct, anon_vma),
+		LAYOUT_OFF(anon_vma, root),
+		LAYOUT_OFF(anon_vma, rb_root),
+		LAYOUT_OFF(anon_vma_chain, vma),
+		LAYOUT_OFF(rmap_walk_control, arg),
+		LAYOUT_OFF(rmap_walk_control, try_lock),
+		LAYOUT_OFF(rmap_walk_control, contended),
+		LAYOUT_OFF(rmap_walk_control, rmap_one),
+		LAYOUT_OFF(rmap_walk_control, done),
+		LAYOUT_OFF(rmap_walk_control, invalid_vma),
+		LAYOUT_SIZE(kobj_attribute),
+		LAYOUT_OFF(kobj_attribute, attr),
+		LAYOUT_OFF(kobj_attribute, show),
+		LAYOUT_OFF(kobj_attribute, store),
+		LAYOUT_SIZE(attribute),
+		LAYOUT_SIZE(attribute_group),
+		LAYOUT_OFF(attribute_group, name),
+		LAYOUT_OFF(attribute_group, attrs),
+		LAYOUT_SIZE(kunit_case),
+		LAYOUT_OFF(kunit_case, run_case),
+		LAYOUT_OFF(kunit_case, name),
+		LAYOUT_SIZE(kunit_suite),
+		LAYOUT_OFF(kunit_suite, name),
+		LAYOUT_OFF(kunit_suite, test_cases),
+	};
+
+	if (i >= ARRAY_SIZE(table))
+		return NULL;
+	*value = table[i].value;
+	return table[i].name;
 }

@@ -16,6 +16,20 @@ impl<T, A: Allocator> Vec<T, A> {
         }
     }
 
+    /// Appends `v` if there is room for it without allocating; gives it back otherwise.
+    ///
+    /// For values that must not be dropped on failure: make room first with `reserve`.
+    pub fn push_within_capacity(&mut self, v: T) -> Result<(), T> {
+        let Some(slot) = self.spare_capacity_mut().first_mut() else {
+            return Err(v);
+        };
+        slot.write(v);
+        let len = self.len() + 1;
+        // SAFETY: The element at the old length was just initialised, within the capacity.
+        unsafe { self.set_len(len) };
+        Ok(())
+    }
+
     /// Removes the element at `index` and returns it, moving the last element into its place.
     ///
     /// # Panics

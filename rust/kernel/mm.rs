@@ -26,6 +26,7 @@ const NotThreadSafe: NotThreadSafe = PhantomData;
 pub mod contents;
 pub mod folio;
 pub mod ksm;
+pub mod layout;
 pub mod virt;
 
 use virt::VmArea;

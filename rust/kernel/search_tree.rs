@@ -919,10 +919,15 @@ pub struct Vacant<'a, T: TreeNode, R: Tree<T>> {
 impl<'a, T: TreeNode, R: Tree<T>> Vacant<'a, T, R> {
     /// Links `elem` here.
     ///
-    /// Fails with `EINVAL` if `elem` has no links at its declared offset, and with `EBUSY` if its
-    /// links are already in a tree; `elem` is then dropped (for a [`BoxTree`]) or left as it was.
+    /// Fails with `EINVAL` if `elem` has no free links at its declared offset (none, or already
+    /// in a tree); `elem` is then dropped (for a [`BoxTree`]) or left as it was.
     pub fn insert(self, elem: R::In<'a>) -> Result<Pin<&'a T>> {
-        let (r, links) = R::admit(elem).map_err(|_| EINVAL)?;
+        self.try_insert(elem).map_err(|_| EINVAL)
+    }
+
+    /// Links `elem` here, or gives it back if it has no free links at its declared offset.
+    pub fn try_insert(self, elem: R::In<'a>) -> core::result::Result<Pin<&'a T>, R::In<'a>> {
+        let (r, links) = R::admit(elem)?;
         let raw = self.tree.raw_mut();
         // SAFETY: `parent` and `left` come from a walk of this tree that ended at a null child
         // (or an empty tree) and the tree has been mutably borrowed since, so the slot is still

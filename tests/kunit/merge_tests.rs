@@ -262,6 +262,85 @@ fn per_node_trees_keep_nodes_apart() -> TestResult {
     Ok(())
 }
 
+/// With `merge_across_nodes` off, a KSM page that migrates to another NUMA node takes its stable
+/// node to that node's tree when one of its mappings is visited: an equal KSM page there makes a
+/// chain with it, pages of the new node merge with it, pages of the old node do not.
+fn migrated_ksm_pages_follow_their_node() -> TestResult {
+    let mut p = TestPages::new(0, Pattern::Best).check()?;
+    for nid in [0, 0, 1, 1, 1, 0] {
+        p.push(Pattern::Best, 0, nid).check()?;
+    }
+    let mut f = Fix::new(&p, 2, 4).check()?;
+    f.t.set_merge_across_nodes(&p, &mut f.token, false).check()?;
+    f.settle(0..4);
+    kunit_ensure_eq!((f.t.stable(0).len(), f.t.stable(1).len()), (1, 1));
+    let k0 = f.its[0].mapping().page();
+    kunit_ensure!(k0 < 2);
+    p.migrate(k0, 1);
+    kunit_ensure_eq!(f.visit(0), Some(Outcome::AlreadyMerged));
+    kunit_ensure_eq!((f.t.stable(0).len(), f.t.stable(1).len()), (0, 1));
+    let c = f.t.counters;
+    kunit_ensure_eq!(
+        (c.pages_shared, c.pages_sharing, c.chains, c.dups),
+        (2, 2, 1, 2)
+    );
+    kunit_ensure!(f.t.stable(1).iter().all(|n| n.nid() == 1));
+    kunit_ensure!(f
+        .t
+        .stable(1)
+        .iter()
+        .all(|n| n.dups(&f.token).iter().all(|d| d.nid() == 1)));
+    kunit_ensure_eq!(f.t.misplaced(), 0);
+    // Every mapping still maps its KSM page and is listed under its node.
+    for i in 0..4 {
+        match f.place(i) {
+            Place::Stable(node) => {
+                kunit_ensure_eq!(node.ksm_page().copied(), Some(f.its[i].mapping().page()))
+            }
+            _ => kunit_ensure!(false, "item {} is not merged", i),
+        }
+    }
+    let n1 = f.add(4).check()?;
+    kunit_ensure_eq!(f.visit(n1), Some(Outcome::Volatile));
+    kunit_ensure_eq!(f.visit(n1), Some(Outcome::MergedStable));
+    let n0 = f.add(5).check()?;
+    kunit_ensure_eq!(f.visit(n0), Some(Outcome::Volatile));
+    kunit_ensure_eq!(f.visit(n0), Some(Outcome::Inserted));
+    let c = f.t.counters;
+    kunit_ensure_eq!((c.pages_shared, c.pages_sharing), (2, 3));
+    Ok(())
+}
+
+/// A lookup from the old node that meets a migrated KSM page takes its node out of the old tree
+/// and into the new one, and finds nothing: pages never merge across nodes.
+fn lookups_move_migrated_ksm_pages() -> TestResult {
+    let mut p = TestPages::new(0, Pattern::Worst).check()?;
+    for nid in [0, 0, 0] {
+        p.push(Pattern::Worst, 7, nid).check()?;
+    }
+    let mut f = Fix::new(&p, 2, 2).check()?;
+    f.t.set_merge_across_nodes(&p, &mut f.token, false).check()?;
+    f.settle(0..2);
+    let k = f.its[0].mapping().page();
+    p.migrate(k, 1);
+    let probe = f.add(2).check()?;
+    kunit_ensure_eq!(f.visit(probe), Some(Outcome::Volatile));
+    kunit_ensure_eq!(f.visit(probe), Some(Outcome::Inserted));
+    kunit_ensure_eq!((f.t.stable(0).len(), f.t.stable(1).len()), (0, 1));
+    kunit_ensure!(f.t.stable(1).iter().all(|n| n.nid() == 1));
+    kunit_ensure_eq!(
+        (f.t.counters.pages_shared, f.t.counters.pages_sharing),
+        (1, 1)
+    );
+    // The mappings of the moved page are still merged and stay so.
+    f.t.reset_unstable();
+    kunit_ensure_eq!(
+        &f.pass(0..2)[..],
+        &[Some(Outcome::AlreadyMerged), Some(Outcome::AlreadyMerged)]
+    );
+    Ok(())
+}
+
 /// A page that is not there any more is skipped, and nothing merges by mistake.
 fn gone_pages_and_failed_merges() -> TestResult {
     let p = TestPages::new(2, Pattern::Random(8)).check()?;
@@ -283,6 +362,8 @@ kunit_suite!(
         equal_pages_merge_through_both_trees,
         chains_form_and_shrink,
         per_node_trees_keep_nodes_apart,
+        migrated_ksm_pages_follow_their_node,
+        lookups_move_migrated_ksm_pages,
         gone_pages_and_failed_merges,
     ]
 );

@@ -121,7 +121,7 @@ impl Contents for Held<'_> {
 /// Kernel pages filled by a test, each on a NUMA node of the test's choosing.
 pub(crate) struct TestPages {
     pages: KVec<Page>,
-    nid: KVec<usize>,
+    nid: KVec<AtomicUsize>,
     gone: KVec<AtomicBool>,
     /// Merges that were attempted and failed because the contents differed.
     pub(crate) merge_failures: AtomicUsize,
@@ -148,7 +148,7 @@ impl TestPages {
         let mut state = pattern.seed(i);
         MappedPage::new(&page).fill_words(|w| pattern.word(i, w, &mut state));
         self.pages.push(page, GFP_KERNEL)?;
-        self.nid.push(nid, GFP_KERNEL)?;
+        self.nid.push(AtomicUsize::new(nid), GFP_KERNEL)?;
         self.gone.push(AtomicBool::new(false), GFP_KERNEL)?;
         Ok(self.pages.len() - 1)
     }
@@ -160,6 +160,11 @@ impl TestPages {
     /// Writes `bytes` at `offset` of page `i` (the page changes under the trees).
     pub(crate) fn write(&self, i: usize, offset: usize, bytes: &[u8]) {
         MappedPage::new(&self.pages[i]).write(offset, bytes);
+    }
+
+    /// Moves page `i` to NUMA node `nid`, contents and all, as page migration does.
+    pub(crate) fn migrate(&self, i: usize, nid: usize) {
+        self.nid[i].store(nid, Relaxed);
     }
 
     /// Marks page `i` gone: it can no longer be had, like a freed KSM page.
@@ -237,7 +242,7 @@ impl Backend for TestPages {
     }
 
     fn page_nid(&self, page: &Held<'_>) -> usize {
-        self.nid[page.index]
+        self.nid[page.index].load(Relaxed)
     }
 
     fn same_page(&self, a: &Held<'_>, b: &Held<'_>) -> bool {
@@ -254,7 +259,7 @@ impl Backend for TestPages {
     }
 
     fn ksm_page_nid(&self, ksm: &usize) -> usize {
-        self.nid[*ksm]
+        self.nid[*ksm].load(Relaxed)
     }
 
     fn lock<'a>(&'a self, _page: &'a Held<'_>) {}

@@ -77,4 +77,8 @@ for mode in best worst prefix; do
 done
 run workloads random_x2 900 python3 "$top/tests/vm/ksmrun.py" --tap --quiet --mode random --procs 2 --mib 16
 
+# Merged pages through swap, migration, per-node trees, memory failure and soft offline, and the
+# trace events (tests/vm/ksmlife.py). Last: it poisons pages for good and leaves zram swap on.
+run lifecycle all 900 python3 "$top/tests/vm/ksmlife.py"
+
 echo "[$kernel] $n commands done"

@@ -7,9 +7,21 @@
  * <address>" and then
  * obeys one-word commands on stdin, answering one line each:
  *
- *   verify     check every byte against the pattern ("ok <pages>" or "bad <page> <offset>")
+ *   verify     check every byte against the pattern ("ok <pages>", "bad <page> <offset>", or
+ *              "bad <page> sigbus"), skipping the pages given up by "poison" and "lost"
  *   write N    write a private marker into page N ("ok")
  *   unmerge    madvise(MADV_UNMERGEABLE) on the whole area ("ok" or "bad <errno>")
+ *   pageout    madvise(MADV_PAGEOUT) on the whole area ("ok" or "bad <errno>")
+ *   migrate N  move_pages() every page to NUMA node N, shared pages too (MPOL_MF_MOVE_ALL):
+ *              "ok <pages on N> <pages not moved> <lowest status>" or "bad <errno>"
+ *   nodes      where the pages are: "nodes <on node 0> <on node 1> <elsewhere or absent>"
+ *   poison N   madvise(MADV_HWPOISON) on page N, which verify skips from then on
+ *              ("ok" or "bad <errno>")
+ *   offline N  madvise(MADV_SOFT_OFFLINE) on page N ("ok" or "bad <errno>")
+ *   lost N     page N was poisoned elsewhere: verify skips it ("ok")
+ *   touch N    read page N: "ok" or "sigbus" if the read faults with SIGBUS
+ *   sigbus     the SIGBUS signals that came outside "touch" since the last ask:
+ *              "sigbus <count> <si_code of the last>"
  *   quit       exit
  *
  * Patterns (one value per page index i, equal in every process so that pages merge across them):
@@ -20,11 +32,14 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <setjmp.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #define PAGE 4096UL
@@ -68,12 +83,71 @@ static void fill(uint64_t *p, unsigned long i)
 	}
 }
 
+static sigjmp_buf touch_jmp;
+static volatile sig_atomic_t touching, async_sigbus, async_code;
+
+static void on_sigbus(int sig, siginfo_t *si, void *uc)
+{
+	if (touching)
+		siglongjmp(touch_jmp, 1);
+	async_sigbus++;
+	async_code = si->si_code;
+}
+
+#define MPOL_MF_MOVE_ALL (1 << 2)
+#ifndef MADV_SOFT_OFFLINE
+#define MADV_SOFT_OFFLINE 101
+#endif
+
+static long move_pages(unsigned long count, void **addrs, const int *nodes, int *status,
+		       int flags)
+{
+	return syscall(SYS_move_pages, 0, count, addrs, nodes, status, flags);
+}
+
+/*
+ * move_pages() for every page of the area; node -1 asks where they are. Returns how many pages
+ * could not be moved, or -errno.
+ */
+static long all_pages(char *mem, unsigned long pages, int node, int *status)
+{
+	void **addrs = calloc(pages, sizeof(*addrs));
+	int *nodes = calloc(pages, sizeof(*nodes));
+	unsigned long i;
+	long ret;
+
+	if (!addrs || !nodes)
+		return -ENOMEM;
+	for (i = 0; i < pages; i++) {
+		addrs[i] = mem + i * PAGE;
+		nodes[i] = node;
+	}
+	ret = move_pages(pages, addrs, node < 0 ? NULL : nodes, status,
+			 node < 0 ? 0 : MPOL_MF_MOVE_ALL);
+	free(addrs);
+	free(nodes);
+	return ret < 0 ? -errno : ret;
+}
+
+static int page_arg(const char *arg, unsigned long pages, unsigned long *i)
+{
+	*i = strtoul(arg, NULL, 0);
+	if (*i >= pages) {
+		printf("bad page\n");
+		return -1;
+	}
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	unsigned long mib = 64, pages, i, marked_page = ~0UL;
+	/* SA_RESTART: a SIGBUS sent by memory failure must not cut a read of stdin short. */
+	struct sigaction sa = { .sa_sigaction = on_sigbus, .sa_flags = SA_SIGINFO | SA_RESTART };
 	char line[128], *mem;
 	uint64_t buf[PAGE / 8];
-	int opt;
+	int opt, *status;
+	char *lost;
 
 	while ((opt = getopt(argc, argv, "m:s:")) != -1) {
 		switch (opt) {
@@ -99,9 +173,11 @@ int main(int argc, char **argv)
 	if (mode == RANDOM)
 		salt = (uint64_t)getpid() << 32;
 	pages = mib * 1024 * 1024 / PAGE;
+	status = calloc(pages, sizeof(*status));
+	lost = calloc(pages, 1);
 	mem = mmap(NULL, pages * PAGE, PROT_READ | PROT_WRITE,
 		   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (mem == MAP_FAILED) {
+	if (mem == MAP_FAILED || !status || !lost) {
 		perror("mmap");
 		return 1;
 	}
@@ -109,6 +185,7 @@ int main(int argc, char **argv)
 		perror("madvise(MADV_MERGEABLE)");
 		return 1;
 	}
+	sigaction(SIGBUS, &sa, NULL);
 	for (i = 0; i < pages; i++)
 		fill((uint64_t *)(mem + i * PAGE), i);
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -119,11 +196,22 @@ int main(int argc, char **argv)
 			for (i = 0; i < pages; i++) {
 				unsigned long off;
 
+				if (lost[i])
+					continue;
+				if (sigsetjmp(touch_jmp, 1)) {
+					touching = 0;
+					printf("bad %lu sigbus\n", i);
+					goto next;
+				}
+				touching = 1;
 				fill(buf, i);
 				if (i == marked_page)
 					buf[0] ^= 0xfeedULL;
-				if (!memcmp(buf, mem + i * PAGE, PAGE))
+				if (!memcmp(buf, mem + i * PAGE, PAGE)) {
+					touching = 0;
 					continue;
+				}
+				touching = 0;
 				for (off = 0; off < PAGE; off++)
 					if (((char *)buf)[off] != mem[i * PAGE + off])
 						break;
@@ -145,6 +233,69 @@ int main(int argc, char **argv)
 				printf("bad %d\n", errno);
 			else
 				printf("ok\n");
+		} else if (!strncmp(line, "pageout", 7)) {
+			if (madvise(mem, pages * PAGE, MADV_PAGEOUT))
+				printf("bad %d\n", errno);
+			else
+				printf("ok\n");
+		} else if (!strncmp(line, "migrate ", 8)) {
+			int node = atoi(line + 8), worst = 0;
+			long failed = all_pages(mem, pages, node, status);
+			unsigned long on = 0;
+
+			if (failed < 0) {
+				printf("bad %ld\n", -failed);
+				continue;
+			}
+			for (i = 0; i < pages; i++) {
+				on += status[i] == node;
+				if (status[i] < worst)
+					worst = status[i];
+			}
+			printf("ok %lu %ld %d\n", on, failed, worst);
+		} else if (!strncmp(line, "nodes", 5)) {
+			unsigned long n[3] = { 0, 0, 0 };
+			long err = all_pages(mem, pages, -1, status);
+
+			if (err) {
+				printf("bad %ld\n", -err);
+				continue;
+			}
+			for (i = 0; i < pages; i++)
+				n[status[i] == 0 ? 0 : status[i] == 1 ? 1 : 2]++;
+			printf("nodes %lu %lu %lu\n", n[0], n[1], n[2]);
+		} else if (!strncmp(line, "poison ", 7) || !strncmp(line, "offline ", 8)) {
+			int soft = line[0] == 'o';
+
+			if (page_arg(line + (soft ? 8 : 7), pages, &i))
+				continue;
+			if (!soft)
+				lost[i] = 1;
+			if (madvise(mem + i * PAGE, PAGE, soft ? MADV_SOFT_OFFLINE : MADV_HWPOISON))
+				printf("bad %d\n", errno);
+			else
+				printf("ok\n");
+		} else if (!strncmp(line, "lost ", 5)) {
+			if (page_arg(line + 5, pages, &i))
+				continue;
+			lost[i] = 1;
+			printf("ok\n");
+		} else if (!strncmp(line, "touch ", 6)) {
+			if (page_arg(line + 6, pages, &i))
+				continue;
+			if (sigsetjmp(touch_jmp, 1)) {
+				touching = 0;
+				printf("sigbus\n");
+				continue;
+			}
+			touching = 1;
+			*(volatile char *)(mem + i * PAGE);
+			touching = 0;
+			printf("ok\n");
+		} else if (!strncmp(line, "sigbus", 6)) {
+			printf("sigbus %d %d\n", (int)async_sigbus, (int)async_code);
+			async_sigbus = 0;
+			async_code = 0;
 		} else if (strncmp(line, "quit", 4)) {
 			printf("bad command\n");
 		} else {

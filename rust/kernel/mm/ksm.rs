@@ -779,8 +779,11 @@ impl KillList<'_> {
             while tsk != init {
                 let t = bindings::task_early_kill(tsk, i32::from(force_early));
                 if !t.is_null() {
+                    // `task_struct` is read through a helper: bindgen's layout of it is not C's
+                    // (see `mm::layout`).
+                    let mm = bindings::task_mm(t);
                     for vma in guard.vmas() {
-                        if (*vma.as_raw()).vm_mm == (*t).mm {
+                        if (*vma.as_raw()).vm_mm == mm {
                             bindings::add_to_kill_ksm(t, page.as_raw(), vma.as_raw(), self.list, addr as _);
                         }
                     }

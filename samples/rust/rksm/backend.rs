@@ -113,4 +113,11 @@ pub(crate) trait Backend: Sized {
 
     /// `item` left the list of a stable node.
     fn unmerged(&self, _item: &RmapItem<Self>) {}
+
+    /// Every mapping of `node` is about to be taken off it: its KSM page is gone, or the node is
+    /// being freed (C's `remove_node_from_stable_tree()`).
+    fn dropping_mappings(&self, _node: &StableNode<Self>, _token: &Self::Token) {}
+
+    /// `node`, the node of a KSM page (not a chain), is being freed.
+    fn dropping_node(&self, _node: &StableNode<Self>) {}
 }

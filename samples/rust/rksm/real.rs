@@ -287,4 +287,26 @@ impl Backend for KsmBackend {
         m.mm().ksm_counters().add_merging_pages(-1);
         drop(item.extra().take());
     }
+
+    fn dropping_mappings(&self, node: &StableNode<Self>, token: &KsmToken) {
+        let pfn = node.ksm_page().map_or(0, |p| p.load().value());
+        // As C traces them: every mapping but the last (which leaves `pages_shared`).
+        let mut items = node.items(token).peekable();
+        while let Some(item) = items.next() {
+            if items.peek().is_some() {
+                let item: &RmapItem<Self> = &item;
+                mmksm::trace::remove_rmap_item(
+                    pfn,
+                    (item as *const RmapItem<Self>).cast(),
+                    item.mapping().mm().as_raw().cast(),
+                );
+            }
+        }
+    }
+
+    fn dropping_node(&self, node: &StableNode<Self>) {
+        if let Some(p) = node.ksm_page() {
+            mmksm::trace::remove_ksm_page(p.load().value());
+        }
+    }
 }

@@ -572,6 +572,7 @@ impl ScanState {
         // Pages in per-CPU LRU caches have a raised count that stops write-protection.
         mm::lru_add_drain_all();
         self.trees.reset_unstable();
+        self.trees.retry_misplaced(&self.backend, &mut self.token);
     }
 
     fn end_pass(&mut self) {

@@ -15,7 +15,8 @@ use kernel::hlist::{self, HList, HListOwner, TokenCell};
 use kernel::mm::contents::PageBytes;
 use kernel::page::PAGE_SIZE;
 use kernel::prelude::*;
-use kernel::search_tree::{BoxTree, Prune, Step, TreeLinks, TreeNode, Visit, Walk};
+use kernel::search_tree::{BoxTree, Occupied, Prune, Step, TreeLinks, TreeNode, Visit, Walk};
+use core::sync::atomic::{AtomicU16, Ordering::Relaxed};
 
 /// A chain's dups, and when its stale dups were last pruned all at once.
 struct Chain<B: Backend> {
@@ -30,7 +31,8 @@ pub(crate) struct StableNode<B: Backend> {
     links: TreeLinks,
     items: HList<RmapItem<B>, B::Token>,
     kind: Kind<B>,
-    nid: u16,
+    /// The index of the tree the node is in (changes when a migrated page's node moves).
+    nid: AtomicU16,
 }
 
 enum Kind<B: Backend> {
@@ -57,13 +59,18 @@ impl<B: Backend> HListOwner<RmapItem<B>, B::Token> for StableNode<B> {
 }
 
 impl<B: Backend> StableNode<B> {
+    /// Records that the node moved to the tree of index `nid`.
+    pub(crate) fn set_nid(&self, nid: usize) {
+        self.nid.store(nid as u16, Relaxed);
+    }
+
     fn new(kind: Kind<B>, nid: usize) -> Result<Pin<KBox<Self>>> {
         Ok(KBox::pin(
             Self {
                 links: TreeLinks::new(),
                 items: HList::new(),
                 kind,
-                nid: nid as u16,
+                nid: AtomicU16::new(nid as u16),
             },
             GFP_KERNEL,
         )?)
@@ -89,7 +96,7 @@ impl<B: Backend> StableNode<B> {
 
     /// The index of the tree the node is in.
     pub(crate) fn nid(&self) -> usize {
-        self.nid.into()
+        self.nid.load(Relaxed).into()
     }
 
     /// The rmap_items that map the page, newest first.
@@ -194,6 +201,17 @@ pub(crate) struct Found<'a, B: Backend> {
     pub(crate) page: B::Page<'a>,
 }
 
+/// What a lookup of the stable tree found.
+pub(crate) enum Search<'a, B: Backend> {
+    /// An equal KSM page that may take one more mapping.
+    Found(Found<'a, B>),
+    /// An equal KSM page that lies on another NUMA node than the tree's (it was migrated there):
+    /// its node was taken out of the tree, for the caller to put in its node's tree.
+    Misplaced(Pin<KBox<StableNode<B>>>),
+    /// No equal page that may take one more mapping.
+    Miss,
+}
+
 /// Takes every mapping off the stable node `item` is under, whose KSM page is gone (C's
 /// `remove_node_from_stable_tree()`, but the empty node itself stays in the tree until a lookup
 /// meets it and prunes it). Each item becomes loose.
@@ -203,6 +221,9 @@ pub(crate) fn clear_stale<B: Backend>(
     item: &RmapItem<B>,
     c: &mut Counters,
 ) {
+    if let Some(node) = hlist::owner_of(item, token) {
+        backend.dropping_mappings(node, token);
+    }
     let n = hlist::clear_list_of(item, token, |i| backend.unmerged(i)) as u64;
     if n > 0 {
         c.pages_shared -= 1;
@@ -283,7 +304,7 @@ impl<B: Backend> StableTree<B> {
     }
 
     /// Frees a node taken out of the tree or a chain, and its dups: their items become loose.
-    fn free_node(
+    pub(crate) fn free_node(
         backend: &B,
         token: &mut B::Token,
         node: Pin<KBox<StableNode<B>>>,
@@ -294,8 +315,12 @@ impl<B: Backend> StableTree<B> {
         if n > 0 {
             c.pages_shared -= 1;
             c.pages_sharing -= n - 1;
+            backend.dropping_mappings(&node, token);
         }
         node.items.clear(token, |item| backend.unmerged(item));
+        if !node.is_chain() {
+            backend.dropping_node(&node);
+        }
         if dup {
             c.dups -= 1;
         }
@@ -454,8 +479,10 @@ impl<B: Backend> StableTree<B> {
     /// Looks up `key` (C's `stable_tree_search`, for a page that is not a KSM page yet).
     ///
     /// Returns the node whose page equals `key` if it may take one more mapping, with its page
-    /// held. If every equal page is at `max_page_sharing`, returns `None`: the key must then meet
-    /// its match in the unstable tree, and start a new dup.
+    /// held. If every equal page is at `max_page_sharing`, finds nothing: the key must then meet
+    /// its match in the unstable tree, and start a new dup. An equal page for which `misplaced`
+    /// says it is on the wrong NUMA node has its node taken out (C's `migrate_nodes`).
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn search<'a>(
         &'a mut self,
         backend: &'a B,
@@ -464,7 +491,8 @@ impl<B: Backend> StableTree<B> {
         set: Settings,
         stats: &mut Stats,
         c: &mut Counters,
-    ) -> Option<Found<'a, B>> {
+        misplaced: impl Fn(&B::Page<'_>) -> bool,
+    ) -> Search<'a, B> {
         let d = Self::descend(
             &mut self.tree,
             self.floor,
@@ -477,8 +505,15 @@ impl<B: Backend> StableTree<B> {
             c,
         );
         let (Walk::Stopped(mut at), Some((mut dup, page))) = (d.walk, d.hit) else {
-            return None;
+            return Search::Miss;
         };
+        if misplaced(&page) {
+            drop(page);
+            return match Self::take_at(backend, token, at, dup, c) {
+                Some(node) => Search::Misplaced(node),
+                None => Search::Miss,
+            };
+        }
         // A chain down to one dup is no chain: the dup takes its place in the tree.
         let single = match &at.get().kind {
             Kind::Chain(cell) if dup.is_some() && cell.get(token).dups.len() == 1 => {
@@ -507,9 +542,82 @@ impl<B: Backend> StableTree<B> {
             dup,
         };
         if !node.get(token).has_room(set.max_page_sharing) {
-            return None;
+            return Search::Miss;
         }
-        Some(Found { node, page })
+        Search::Found(Found { node, page })
+    }
+
+    /// Takes the node a walk stopped at out of the tree, or its dup `dup` out of the chain it is
+    /// (a chain left without dups goes too).
+    fn take_at(
+        backend: &B,
+        token: &mut B::Token,
+        at: Occupied<'_, StableNode<B>, BoxTree<StableNode<B>>>,
+        dup: Option<usize>,
+        c: &mut Counters,
+    ) -> Option<Pin<KBox<StableNode<B>>>> {
+        let Some(k) = dup else {
+            return Some(at.remove());
+        };
+        let (taken, empty) = {
+            let Kind::Chain(cell) = &at.get().kind else {
+                return None;
+            };
+            let chain = cell.get_mut(token);
+            if k >= chain.dups.len() {
+                return None;
+            }
+            chain.dups[k..].rotate_left(1);
+            (chain.dups.pop(), chain.dups.is_empty())
+        };
+        c.dups -= 1;
+        if empty {
+            Self::free_node(backend, token, at.remove(), c, false);
+        }
+        taken
+    }
+
+    /// Takes the node at `addr`, whose KSM page's contents are `key`, out of the tree (or out of
+    /// the chain it is a dup of), for it to move to another tree; `None` if it is not in this
+    /// tree.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn take(
+        &mut self,
+        backend: &B,
+        token: &mut B::Token,
+        key: &PageBytes<'_>,
+        addr: *const StableNode<B>,
+        set: Settings,
+        stats: &mut Stats,
+        c: &mut Counters,
+    ) -> Option<Pin<KBox<StableNode<B>>>> {
+        let d = Self::descend(
+            &mut self.tree,
+            self.floor,
+            backend,
+            token,
+            key,
+            set,
+            false,
+            stats,
+            c,
+        );
+        drop(d.hit);
+        let Walk::Stopped(at) = d.walk else {
+            return None;
+        };
+        if core::ptr::eq(at.get(), addr) {
+            return Some(at.remove());
+        }
+        let k = match &at.get().kind {
+            Kind::Chain(cell) => cell
+                .get(token)
+                .dups
+                .iter()
+                .position(|d| core::ptr::eq(&**d, addr))?,
+            Kind::Page(_) => return None,
+        };
+        Self::take_at(backend, token, at, Some(k), c)
     }
 
     /// Adds the new KSM page `page`, whose contents are `key` and which lies on NUMA node `nid`
@@ -529,8 +637,27 @@ impl<B: Backend> StableTree<B> {
         stats: &mut Stats,
         c: &mut Counters,
     ) -> Result<NodeRef<'a, B>> {
-        let was_empty = self.tree.is_empty();
         let new = StableNode::new(Kind::Page(page), nid)?;
+        self.insert_node(backend, token, key, new, set, stats, c)
+            .map_err(|_| ENOMEM)
+    }
+
+    /// Puts the plain node `new`, whose KSM page's contents are `key`, into the tree, as a dup
+    /// if a node of equal contents is there (see [`StableTree::insert`]). Gives `new` back if
+    /// memory for a chain could not be had.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn insert_node<'a>(
+        &'a mut self,
+        backend: &'a B,
+        token: &mut B::Token,
+        key: &PageBytes<'_>,
+        new: Pin<KBox<StableNode<B>>>,
+        set: Settings,
+        stats: &mut Stats,
+        c: &mut Counters,
+    ) -> core::result::Result<NodeRef<'a, B>, Pin<KBox<StableNode<B>>>> {
+        let was_empty = self.tree.is_empty();
+        let nid = new.nid();
         let d = Self::descend(
             &mut self.tree,
             self.floor,
@@ -542,28 +669,40 @@ impl<B: Backend> StableTree<B> {
             stats,
             c,
         );
+        drop(d.hit);
         match d.walk {
             Walk::Vacant(place) => {
-                let node = place.insert(new)?;
+                let node = place.try_insert(new)?;
                 self.floor = d.descent.floor_after_insert(was_empty);
                 Ok(NodeRef { node, dup: None })
             }
             Walk::Stopped(mut at) => {
                 if !at.get().is_chain() {
-                    // A full plain node of the same contents: it becomes the first dup of a chain
-                    // that takes its place in the tree. Room for both dups is made first, so that
-                    // no node with mappings is ever dropped for want of memory.
-                    let mut list = KVec::with_capacity(2, GFP_KERNEL)?;
-                    let cell = KBox::new(
+                    // A plain node of the same contents: it becomes the first dup of a chain that
+                    // takes its place in the tree. Room for both dups is made first, so that no
+                    // node with mappings is ever dropped for want of memory.
+                    let Ok(mut list) = KVec::with_capacity(2, GFP_KERNEL) else {
+                        return Err(new);
+                    };
+                    let Ok(cell) = KBox::new(
                         TokenCell::new(Chain {
                             dups: KVec::new(),
                             prune_time: set.now,
                         }),
                         GFP_KERNEL,
-                    )?;
-                    let chain = StableNode::new(Kind::Chain(cell), nid)?;
-                    let old = at.replace(chain).map_err(|_| EINVAL)?;
-                    list.push(old, GFP_KERNEL)?;
+                    ) else {
+                        return Err(new);
+                    };
+                    let Ok(chain) = StableNode::new(Kind::Chain(cell), nid) else {
+                        return Err(new);
+                    };
+                    let Ok(old) = at.replace(chain) else {
+                        return Err(new);
+                    };
+                    if let Err(old) = list.push_within_capacity(old) {
+                        // Cannot be (room for two was made); never free a node with mappings.
+                        core::mem::forget(old);
+                    }
                     if let Kind::Chain(cell) = &at.get().kind {
                         cell.get_mut(token).dups = list;
                     }
@@ -572,10 +711,13 @@ impl<B: Backend> StableTree<B> {
                 }
                 let chain = at.into_pinned();
                 let Kind::Chain(cell) = &chain.get_ref().kind else {
-                    return Err(EINVAL);
+                    return Err(new);
                 };
                 let list = &mut cell.get_mut(token).dups;
-                list.push(new, GFP_KERNEL)?;
+                if list.reserve(1, GFP_KERNEL).is_err() {
+                    return Err(new);
+                }
+                list.push_within_capacity(new)?;
                 c.dups += 1;
                 Ok(NodeRef {
                     node: chain,

@@ -6,7 +6,7 @@ use crate::backend::{Backend, Contents};
 use core::pin::Pin;
 use crate::compare::Stats;
 use crate::item::{Place, RmapItem};
-use crate::stable::{self, Counters, Settings, StableTree};
+use crate::stable::{self, Counters, Search, Settings, StableNode, StableTree};
 use crate::unstable::{Lookup, UnstableTree};
 use kernel::prelude::*;
 
@@ -52,6 +52,11 @@ pub(crate) struct Trees<B: Backend> {
     pub(crate) skip_prefix: bool,
     /// How often a chain's dups are all checked for staleness (`stable_node_chains_prune_millisecs`).
     pub(crate) chain_prune_ms: u32,
+    /// Nodes of KSM pages that migrated to another NUMA node and could not be put in that node's
+    /// tree yet (C's `migrate_nodes`); tried again at each pass. Out of every tree, still the
+    /// nodes of their pages. Keeps room for one more, so that a node taken out of a tree always
+    /// has a place.
+    misplaced: KVec<Pin<KBox<StableNode<B>>>>,
 }
 
 fn trees<T: Default>(n: usize) -> Result<KVec<T>> {
@@ -76,6 +81,7 @@ impl<B: Backend> Trees<B> {
             max_page_sharing: 256,
             skip_prefix: true,
             chain_prune_ms: 2000,
+            misplaced: KVec::new(),
         })
     }
 
@@ -166,6 +172,63 @@ impl<B: Backend> Trees<B> {
         }
     }
 
+    /// Puts the nodes of migrated KSM pages that are out of every tree into the tree of their
+    /// page's node (C's walk of `migrate_nodes` at the start of a pass); a node whose page is gone
+    /// is freed.
+    pub(crate) fn retry_misplaced(&mut self, backend: &B, token: &mut B::Token) {
+        if self.misplaced.is_empty() {
+            return;
+        }
+        let mut pending = core::mem::replace(&mut self.misplaced, KVec::new());
+        if self.misplaced.reserve(pending.len() + 1, GFP_KERNEL).is_err() {
+            self.misplaced = pending;
+            return;
+        }
+        let set = self.settings();
+        let Self {
+            stable,
+            misplaced,
+            stats,
+            counters,
+            ..
+        } = self;
+        while let Some(node) = pending.pop() {
+            rehome(stable, misplaced, backend, token, node, set, stats, counters);
+        }
+    }
+
+    /// Moves the node at `addr`, in the tree of index `from`, whose KSM page `page` migrated to
+    /// another NUMA node, to the tree of that node.
+    fn relocate(
+        &mut self,
+        backend: &B,
+        token: &mut B::Token,
+        from: usize,
+        addr: *const StableNode<B>,
+        page: &B::Page<'_>,
+    ) {
+        if self.misplaced.reserve(1, GFP_KERNEL).is_err() {
+            return;
+        }
+        let set = self.settings();
+        let Self {
+            stable,
+            misplaced,
+            stats,
+            counters,
+            ..
+        } = self;
+        let key = page.bytes();
+        if let Some(node) = stable[from].take(backend, token, &key, addr, set, stats, counters) {
+            rehome(stable, misplaced, backend, token, node, set, stats, counters);
+        }
+    }
+
+    /// The number of nodes waiting for their node's tree (see [`Trees::retry_misplaced`]).
+    pub(crate) fn misplaced(&self) -> usize {
+        self.misplaced.len()
+    }
+
     /// The number of items in the unstable trees (`pages_unshared`).
     pub(crate) fn unshared(&self) -> usize {
         self.unstable.iter().map(|t| t.len()).sum()
@@ -216,6 +279,17 @@ impl<B: Backend> Trees<B> {
         for t in self.stable.iter_mut() {
             all &= t.remove_all(backend, token, &mut self.counters);
         }
+        let mut i = 0;
+        while i < self.misplaced.len() {
+            let node = &self.misplaced[i];
+            if node.len() == 0 && backend.release(node) {
+                let node = self.misplaced.swap_remove(i);
+                StableTree::free_node(backend, token, node, &mut self.counters, false);
+            } else {
+                all = false;
+                i += 1;
+            }
+        }
         if all {
             Ok(())
         } else {
@@ -241,6 +315,14 @@ impl<B: Backend> Trees<B> {
     ) -> Outcome {
         if let Place::Stable(node) = item.place(token) {
             if backend.page_is(page, node) {
+                // Without merging across nodes, a KSM page that migrated to another node moves
+                // to that node's tree (C does so through `migrate_nodes`).
+                if !self.merge_across_nodes {
+                    let (from, addr) = (node.nid(), &*node as *const StableNode<B>);
+                    if from != self.index(backend.page_nid(page)) {
+                        self.relocate(backend, token, from, addr, page);
+                    }
+                }
                 return Outcome::AlreadyMerged;
             }
         }
@@ -285,32 +367,48 @@ impl<B: Backend> Trees<B> {
         let set = self.settings();
         let idx = self.index(backend.page_nid(page));
         let across = self.merge_across_nodes;
+        // A node taken out of a tree must have a place to go (see `misplaced`).
+        if !across && self.misplaced.reserve(1, GFP_KERNEL).is_err() {
+            return Outcome::MergeFailed;
+        }
         let Self {
             stable,
             unstable,
             counters,
             stats,
+            misplaced,
             ..
         } = self;
         let key = page.bytes();
+        let last = stable.len() - 1;
+        let elsewhere = |p: &B::Page<'_>| !across && backend.page_nid(p).min(last) != idx;
 
         // A KSM page of the same contents?
-        if let Some(found) = stable[idx].search(backend, token, &key, set, stats, counters) {
-            if backend.settle(&found.page).is_err() {
-                return Outcome::Busy;
+        let moved = match stable[idx].search(backend, token, &key, set, stats, counters, elsewhere) {
+            Search::Found(found) => {
+                if backend.settle(&found.page).is_err() {
+                    return Outcome::Busy;
+                }
+                if backend.merge_with_ksm(&item, page, &found.page).is_err() {
+                    return Outcome::MergeFailed;
+                }
+                let locked = backend.lock(&found.page);
+                let appended = found.node.append(token, item, counters);
+                drop(locked);
+                if appended.is_err() {
+                    backend.break_merge(&item);
+                    return Outcome::MergeFailed;
+                }
+                backend.merged(&item);
+                return Outcome::MergedStable;
             }
-            if backend.merge_with_ksm(&item, page, &found.page).is_err() {
-                return Outcome::MergeFailed;
-            }
-            let locked = backend.lock(&found.page);
-            let appended = found.node.append(token, item, counters);
-            drop(locked);
-            if appended.is_err() {
-                backend.break_merge(&item);
-                return Outcome::MergeFailed;
-            }
-            backend.merged(&item);
-            return Outcome::MergedStable;
+            Search::Misplaced(node) => Some(node),
+            Search::Miss => None,
+        };
+        if let Some(node) = moved {
+            // The equal page migrated to another node: its node goes to that node's tree, and
+            // this page looks for a partner of its own node (as C's `stable_tree_search` does).
+            rehome(stable, misplaced, backend, token, node, set, stats, counters);
         }
 
         let hit = match unstable[idx].search_insert(
@@ -358,5 +456,35 @@ impl<B: Backend> Trees<B> {
         }
         backend.merged(&item);
         Outcome::MergedUnstable
+    }
+}
+
+/// Puts `node`, out of every tree, into the tree of the NUMA node its KSM page is on now (the
+/// one tree when merging across nodes); frees it if its page is gone; keeps it in `misplaced` if
+/// memory for a chain could not be had. `misplaced` has room for one more.
+#[allow(clippy::too_many_arguments)]
+fn rehome<B: Backend>(
+    stable: &mut KVec<StableTree<B>>,
+    misplaced: &mut KVec<Pin<KBox<StableNode<B>>>>,
+    backend: &B,
+    token: &mut B::Token,
+    node: Pin<KBox<StableNode<B>>>,
+    set: Settings,
+    stats: &mut Stats,
+    c: &mut Counters,
+) {
+    let Some(page) = backend.ksm_page(&node) else {
+        StableTree::free_node(backend, token, node, c, false);
+        return;
+    };
+    let to = backend.page_nid(&page).min(stable.len() - 1);
+    node.set_nid(to);
+    // The KSM page's own contents key the insertion: they cannot change (write-protected).
+    let key = page.bytes();
+    if let Err(node) = stable[to].insert_node(backend, token, &key, node, set, stats, c) {
+        if let Err(node) = misplaced.push_within_capacity(node) {
+            // Cannot be (callers make room first); never free a node with mappings.
+            core::mem::forget(node);
+        }
     }
 }
