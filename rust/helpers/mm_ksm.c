@@ -626,13 +626,13 @@ void rust_helper_trace_ksm_exit_rust(void *mm)
 }
 
 void rust_helper_trace_ksm_merge_one_page_rust(unsigned long pfn, void *rmap_item, void *mm,
-					      int err)
+					       int err)
 {
 	trace_ksm_merge_one_page(pfn, rmap_item, mm, err);
 }
 
 void rust_helper_trace_ksm_merge_with_ksm_page_rust(void *ksm_page, unsigned long pfn,
-						   void *rmap_item, void *mm, int err)
+						    void *rmap_item, void *mm, int err)
 {
 	trace_ksm_merge_with_ksm_page(ksm_page, pfn, rmap_item, mm, err);
 }
@@ -648,7 +648,7 @@ void rust_helper_trace_ksm_remove_rmap_item_rust(unsigned long pfn, void *rmap_i
 }
 
 void rust_helper_trace_ksm_advisor_rust(s64 scan_time, unsigned long pages_to_scan,
-				       unsigned int cpu_percent)
+					unsigned int cpu_percent)
 {
 	trace_ksm_advisor(scan_time, pages_to_scan, cpu_percent);
 }

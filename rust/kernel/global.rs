@@ -39,7 +39,10 @@ impl<T: Sync> Global<T> {
     pub fn set(&self, value: Pin<KBox<T>>) -> Result<Pin<&'static T>, Pin<KBox<T>>> {
         // SAFETY: The box stays pinned: it is leaked and never moved or freed.
         let raw = KBox::into_raw(unsafe { Pin::into_inner_unchecked(value) });
-        match self.ptr.compare_exchange(ptr::null_mut(), raw, Ordering::Release, Ordering::Relaxed) {
+        match self
+            .ptr
+            .compare_exchange(ptr::null_mut(), raw, Ordering::Release, Ordering::Relaxed)
+        {
             // SAFETY: `raw` is leaked for good (type invariant), pinned.
             Ok(_) => Ok(unsafe { Pin::new_unchecked(&*raw) }),
             // SAFETY: `raw` came from `KBox::into_raw` above and was not stored.

@@ -30,6 +30,11 @@ unsafe impl Send for KThread {}
 // SAFETY: As above; no shared access is offered.
 unsafe impl Sync for KThread {}
 
+/// The thread function given to `kthread_create_on_node()`.
+///
+/// # Safety
+///
+/// `data` must be a `fn()` cast to a pointer, as `run` passes it.
 unsafe extern "C" fn trampoline(data: *mut c_void) -> core::ffi::c_int {
     // SAFETY: `run` passes a `fn()` as the data pointer; function and data pointers have the same
     // size on the kernel's targets.
@@ -167,7 +172,14 @@ impl WaitQueue {
     /// Wakes one interruptible sleeper (C's `wake_up_interruptible()`).
     pub fn wake_up_interruptible(&self) {
         // SAFETY: The queue is initialised (type invariant).
-        unsafe { bindings::__wake_up(self.raw(), bindings::TASK_INTERRUPTIBLE, 1, core::ptr::null_mut()) };
+        unsafe {
+            bindings::__wake_up(
+                self.raw(),
+                bindings::TASK_INTERRUPTIBLE,
+                1,
+                core::ptr::null_mut(),
+            )
+        };
     }
 
     /// Sleeps freezably until `cond()` holds, or `timeout` jiffies passed (C's

@@ -165,7 +165,9 @@ impl<T: SListNode> SList<T> {
         // SAFETY: `at` belongs to an element that was leaked from a `Pin<KBox<T>>` (type
         // invariant) and is not reachable from the list any more.
         Some(unsafe {
-            Pin::new_unchecked(KBox::from_raw(at.cast::<u8>().sub(T::LINKS_OFFSET).cast::<T>()))
+            Pin::new_unchecked(KBox::from_raw(
+                at.cast::<u8>().sub(T::LINKS_OFFSET).cast::<T>(),
+            ))
         })
     }
 
@@ -173,7 +175,9 @@ impl<T: SListNode> SList<T> {
     /// at it. Fails with `EINVAL`, dropping `elem`, if its links are not at its declared offset.
     pub fn insert(&mut self, elem: Pin<KBox<T>>) -> Result<Pin<&T>> {
         const {
-            assert!(T::LINKS_OFFSET + core::mem::size_of::<SListLinks>() <= core::mem::size_of::<T>())
+            assert!(
+                T::LINKS_OFFSET + core::mem::size_of::<SListLinks>() <= core::mem::size_of::<T>()
+            )
         };
         let links = elem.slist_links().raw();
         let offset = (links as usize).wrapping_sub(&*elem as *const T as usize);

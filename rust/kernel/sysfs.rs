@@ -51,6 +51,12 @@ struct KobjAttr {
     rust: &'static Attribute,
 }
 
+/// The `show` of every attribute registered here.
+///
+/// # Safety
+///
+/// `attr` must be the `kattr` of a live `KobjAttr` and `buf` a page-sized buffer, as sysfs
+/// passes them for the attributes `register_mm_group` creates.
 unsafe extern "C" fn show(
     _kobj: *mut bindings::kobject,
     attr: *mut bindings::kobj_attribute,
@@ -66,6 +72,12 @@ unsafe extern "C" fn show(
     out.len as isize
 }
 
+/// The `store` of every attribute registered here.
+///
+/// # Safety
+///
+/// `attr` must be the `kattr` of a live `KobjAttr` and `buf` a NUL-terminated string of
+/// `count` bytes, as sysfs passes them for the attributes `register_mm_group` creates.
 unsafe extern "C" fn store(
     _kobj: *mut bindings::kobject,
     attr: *mut bindings::kobj_attribute,
@@ -110,7 +122,8 @@ pub fn register_mm_group(name: &'static CStr, attrs: &'static [Attribute]) -> Re
     let mut ptrs: KVec<*mut bindings::attribute> = KVec::with_capacity(len + 1, GFP_KERNEL)?;
     for i in 0..len {
         // SAFETY: `kattrs` has `len` initialised elements.
-        ptrs.push(unsafe { core::ptr::addr_of_mut!((*kattrs.add(i)).kattr.attr) }, GFP_KERNEL)?;
+        let attr = unsafe { core::ptr::addr_of_mut!((*kattrs.add(i)).kattr.attr) };
+        ptrs.push(attr, GFP_KERNEL)?;
     }
     ptrs.push(core::ptr::null_mut(), GFP_KERNEL)?;
     let (ptrs, _, _) = ptrs.into_raw_parts();

@@ -23,6 +23,9 @@ for path in sys.argv[1:]:
                 continue
             if s.startswith("#[") or s == "":
                 continue
+            # The start of the same statement, wrapped by rustfmt (`let x =` on its own line).
+            if s.endswith("=") or s.endswith("("):
+                continue
             # A code line: the comment may also sit above a statement that contains the block.
             if "SAFETY" in s:
                 ok = True

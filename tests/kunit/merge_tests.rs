@@ -129,7 +129,10 @@ fn checksum_gate_defers_changing_pages() -> TestResult {
 fn equal_pages_merge_through_both_trees() -> TestResult {
     let p = TestPages::new(3, Pattern::Best).check()?;
     let mut f = Fix::new(&p, 1, 2).check()?;
-    kunit_ensure_eq!(&f.pass(0..2)[..], &[Some(Outcome::Volatile), Some(Outcome::Volatile)]);
+    kunit_ensure_eq!(
+        &f.pass(0..2)[..],
+        &[Some(Outcome::Volatile), Some(Outcome::Volatile)]
+    );
     kunit_ensure_eq!(
         &f.pass(0..2)[..],
         &[Some(Outcome::Inserted), Some(Outcome::MergedUnstable)]
@@ -228,7 +231,8 @@ fn per_node_trees_keep_nodes_apart() -> TestResult {
         p.push(Pattern::Best, 0, nid).check()?;
     }
     let mut f = Fix::new(&p, 2, 4).check()?;
-    f.t.set_merge_across_nodes(&p, &mut f.token, false).check()?;
+    f.t.set_merge_across_nodes(&p, &mut f.token, false)
+        .check()?;
     kunit_ensure_eq!(f.t.nr_trees(), 2);
     f.settle(0..4);
     kunit_ensure_eq!(
@@ -242,7 +246,10 @@ fn per_node_trees_keep_nodes_apart() -> TestResult {
     }
     kunit_ensure!(f.its[0].mapping().page() != f.its[1].mapping().page());
     kunit_ensure_eq!(f.its[0].mapping().page(), f.its[2].mapping().page());
-    kunit_ensure_eq!(f.t.set_merge_across_nodes(&p, &mut f.token, true), Err(EBUSY));
+    kunit_ensure_eq!(
+        f.t.set_merge_across_nodes(&p, &mut f.token, true),
+        Err(EBUSY)
+    );
     kunit_ensure_eq!(f.t.set_merge_across_nodes(&p, &mut f.token, false), Ok(()));
     for i in 0..4 {
         f.remove(i);
@@ -271,7 +278,8 @@ fn migrated_ksm_pages_follow_their_node() -> TestResult {
         p.push(Pattern::Best, 0, nid).check()?;
     }
     let mut f = Fix::new(&p, 2, 4).check()?;
-    f.t.set_merge_across_nodes(&p, &mut f.token, false).check()?;
+    f.t.set_merge_across_nodes(&p, &mut f.token, false)
+        .check()?;
     f.settle(0..4);
     kunit_ensure_eq!((f.t.stable(0).len(), f.t.stable(1).len()), (1, 1));
     let k0 = f.its[0].mapping().page();
@@ -319,7 +327,8 @@ fn lookups_move_migrated_ksm_pages() -> TestResult {
         p.push(Pattern::Worst, 7, nid).check()?;
     }
     let mut f = Fix::new(&p, 2, 2).check()?;
-    f.t.set_merge_across_nodes(&p, &mut f.token, false).check()?;
+    f.t.set_merge_across_nodes(&p, &mut f.token, false)
+        .check()?;
     f.settle(0..2);
     let k = f.its[0].mapping().page();
     p.migrate(k, 1);

@@ -68,8 +68,9 @@ fn search(
     let key = p.held(probe);
     match f
         .tree
-        .search(p, &mut f.token, &key.bytes(), set, stats, &mut f.c, |_| false)
-    {
+        .search(p, &mut f.token, &key.bytes(), set, stats, &mut f.c, |_| {
+            false
+        }) {
         Search::Found(found) => Some(found.page.index),
         _ => None,
     }
@@ -202,10 +203,15 @@ fn full_or_empty_nodes_are_not_offered() -> TestResult {
     f.its.push(second, GFP_KERNEL).check()?;
     {
         let key = p.held(0);
-        let Search::Found(found) =
-            f.tree
-                .search(&p, &mut f.token, &key.bytes(), set, &mut stats, &mut f.c, |_| false)
-        else {
+        let Search::Found(found) = f.tree.search(
+            &p,
+            &mut f.token,
+            &key.bytes(),
+            set,
+            &mut stats,
+            &mut f.c,
+            |_| false,
+        ) else {
             kunit_ensure!(false, "page 0 not found");
             return Ok(());
         };

@@ -354,7 +354,8 @@ impl FolioPage {
         // page-aligned kernel address, valid while the page is (for the borrow of `self`).
         unsafe {
             super::contents::PageBytes::from_raw(
-                NonNull::new(bindings::page_address(self.as_raw()).cast()).expect("page without address"),
+                NonNull::new(bindings::page_address(self.as_raw()).cast())
+                    .expect("page without address"),
             )
         }
     }

@@ -239,14 +239,17 @@ pub fn ksm_node<'a, T: KsmNode>(folio: &'a impl LockedFolio) -> Option<Pin<&'a T
 
 /// Whether the locked folio points at `node`.
 pub fn is_ksm_folio_of<T: KsmNode>(folio: &impl LockedFolio, node: &T) -> bool {
-    folio.locked_folio().mapping_raw() == node as *const T as usize | bindings::PAGE_MAPPING_KSM as usize
+    folio.locked_folio().mapping_raw()
+        == node as *const T as usize | bindings::PAGE_MAPPING_KSM as usize
 }
 
 /// Makes the locked folio a KSM folio that points at `node` (or at no node yet, with `None`).
 pub fn set_ksm_node<T: KsmNode>(folio: &impl LockedFolio, node: Option<Pin<&T>>) {
     // SAFETY: The folio is valid and locked; KSM owns the mapping of an anonymous folio it turns
     // into a KSM folio (C's `folio_set_stable_node()`).
-    unsafe { bindings::folio_set_mapping_raw(folio.locked_folio().as_raw(), ksm_mapping_of(node) as _) };
+    unsafe {
+        bindings::folio_set_mapping_raw(folio.locked_folio().as_raw(), ksm_mapping_of(node) as _)
+    };
 }
 
 /// The folio that `node`'s page frame `pfn` holds, with a reference, if it is still `node`'s KSM
@@ -301,7 +304,12 @@ fn try_get_expected(raw: *mut bindings::folio, expected: usize) -> Option<ARef<F
 
 /// After migration copied KSM `old` into `new` (both locked; `new`'s mapping already the same),
 /// repoints `node` at `new` and makes `old` stop pointing at it (C's `folio_migrate_ksm()`).
-pub fn migrate_ksm_folio<T: KsmNode>(node: &T, pfn: &AtomicPfn, new: &impl LockedFolio, old: &impl LockedFolio) {
+pub fn migrate_ksm_folio<T: KsmNode>(
+    node: &T,
+    pfn: &AtomicPfn,
+    new: &impl LockedFolio,
+    old: &impl LockedFolio,
+) {
     if !is_ksm_folio_of(old, node) {
         return;
     }
@@ -357,13 +365,17 @@ impl Invalidation {
         let mut range = MaybeUninit::<bindings::mmu_notifier_range>::zeroed();
         // SAFETY: `range` is writable; the mm is valid.
         unsafe {
-            bindings::mmu_notifier_range_init_clear(range.as_mut_ptr(), mm.as_raw(), addr as _, (addr + PAGE_SIZE) as _);
+            bindings::mmu_notifier_range_init_clear(
+                range.as_mut_ptr(),
+                mm.as_raw(),
+                addr as _,
+                (addr + PAGE_SIZE) as _,
+            );
             bindings::mmu_notifier_invalidate_range_start(range.as_mut_ptr());
         }
         // SAFETY: Initialised above.
-        Self {
-            range: unsafe { range.assume_init() },
-        }
+        let range = unsafe { range.assume_init() };
+        Self { range }
     }
 }
 
@@ -392,7 +404,9 @@ pub fn write_protect(vma: &VmArea, folio: &impl LockedFolio) -> Result<Pte> {
 
     let mut pvmw = MaybeUninit::<bindings::page_vma_mapped_walk>::zeroed();
     // SAFETY: `pvmw` is writable; folio and area are valid.
-    unsafe { bindings::init_folio_vma_walk(pvmw.as_mut_ptr(), f.as_raw(), vma.as_raw(), addr as _) };
+    unsafe {
+        bindings::init_folio_vma_walk(pvmw.as_mut_ptr(), f.as_raw(), vma.as_raw(), addr as _)
+    };
     // SAFETY: Initialised above.
     let mut pvmw = unsafe { pvmw.assume_init() };
     // SAFETY: The walk structure is initialised for this folio and area; on success it holds the
@@ -425,8 +439,11 @@ pub fn write_protect(vma: &VmArea, folio: &impl LockedFolio) -> Result<Pte> {
                 restore(entry);
                 return Err(EFAULT);
             }
-            // SAFETY: The folio is locked and the entry cleared, as sharing requires.
-            if anon_exclusive && unsafe { bindings::folio_try_share_anon_rmap_pte(f.as_raw(), page.as_raw()) } {
+            let share_failed = anon_exclusive && {
+                // SAFETY: The folio is locked and the entry cleared, as sharing requires.
+                unsafe { bindings::folio_try_share_anon_rmap_pte(f.as_raw(), page.as_raw()) }
+            };
+            if share_failed {
                 restore(entry);
                 return Err(EFAULT);
             }
@@ -493,7 +510,12 @@ pub fn replace(vma: &VmArea, page: &FolioPage, with: Replacement<'_>, orig: Pte)
             // SAFETY: The KSM folio is valid and locked by the caller's KSM code; `addr` is in
             // `vma`, whose mmap lock is held; the entry is locked.
             unsafe {
-                bindings::folio_add_anon_rmap_pte(kfolio.as_raw(), kpage.as_raw(), vma.as_raw(), addr as _);
+                bindings::folio_add_anon_rmap_pte(
+                    kfolio.as_raw(),
+                    kpage.as_raw(),
+                    vma.as_raw(),
+                    addr as _,
+                );
                 bindings::mk_pte(kpage.as_raw(), prot)
             }
         }
@@ -553,14 +575,16 @@ fn maps_ksm_page(vma: &VmArea, addr: usize) -> bool {
     let mut fw = MaybeUninit::<bindings::folio_walk>::zeroed();
     let flags = bindings::FW_MIGRATION | bindings::FW_ZEROPAGE;
     // SAFETY: As in `anon_page_at`.
-    let folio = unsafe { bindings::folio_walk_start(fw.as_mut_ptr(), vma.as_raw(), addr as _, flags) };
+    let folio =
+        unsafe { bindings::folio_walk_start(fw.as_mut_ptr(), vma.as_raw(), addr as _, flags) };
     if folio.is_null() {
         return false;
     }
     // SAFETY: As in `anon_page_at`; a small folio is mapped by a PTE, whose value `fw.pte` is.
     unsafe {
         let f = Folio::from_raw(folio);
-        let ksm = !f.is_large() && (f.is_ksm() || bindings::is_ksm_zero_pte((*fw.as_ptr()).__bindgen_anon_2.pte));
+        let ksm = !f.is_large()
+            && (f.is_ksm() || bindings::is_ksm_zero_pte((*fw.as_ptr()).__bindgen_anon_2.pte));
         bindings::folio_walk_end(fw.as_mut_ptr(), vma.as_raw());
         ksm
     }
@@ -584,10 +608,12 @@ pub fn break_ksm(vma: &VmArea, addr: usize, lock_vma: Option<&MmWriteLocked<'_>>
         if !maps_ksm_page(vma, addr) {
             return Ok(());
         }
-        let flags = bindings::fault_flag_FAULT_FLAG_UNSHARE | bindings::fault_flag_FAULT_FLAG_REMOTE;
+        let flags =
+            bindings::fault_flag_FAULT_FLAG_UNSHARE | bindings::fault_flag_FAULT_FLAG_REMOTE;
         // SAFETY: The area is valid, its mmap lock held; without `FAULT_FLAG_ALLOW_RETRY` the
         // fault does not drop the lock.
-        let ret = unsafe { bindings::handle_mm_fault(vma.as_raw(), addr as _, flags, ptr::null_mut()) };
+        let ret =
+            unsafe { bindings::handle_mm_fault(vma.as_raw(), addr as _, flags, ptr::null_mut()) };
         if ret & stop != 0 {
             break ret;
         }
@@ -650,12 +676,24 @@ pub fn copy_for_swapin(folio: &Folio, vma: &VmArea, addr: usize) -> Result<Optio
     // SAFETY: `new` is a freshly allocated folio whose one reference we own.
     let new = unsafe { ARef::from_raw(NonNull::new_unchecked(new.cast::<Folio>())) };
     // SAFETY: `new` is valid; charging it to the area's memory cgroup.
-    if unsafe { bindings::mem_cgroup_charge(new.as_raw(), vma.mm().as_raw(), bindings::GFP_KERNEL) } != 0 {
+    if unsafe { bindings::mem_cgroup_charge(new.as_raw(), vma.mm().as_raw(), bindings::GFP_KERNEL) }
+        != 0
+    {
         return Ok(None);
     }
     // SAFETY: Both pages are valid; the copy handles machine checks.
-    if unsafe { bindings::copy_mc_user_highpage(new.page(0).as_raw(), folio.page(0).as_raw(), addr as _, vma.as_raw()) } != 0 {
-        return Err(crate::error::Error::from_errno(-(bindings::EHWPOISON as i32)));
+    if unsafe {
+        bindings::copy_mc_user_highpage(
+            new.page(0).as_raw(),
+            folio.page(0).as_raw(),
+            addr as _,
+            vma.as_raw(),
+        )
+    } != 0
+    {
+        return Err(crate::error::Error::from_errno(
+            -(bindings::EHWPOISON as i32),
+        ));
     }
     // SAFETY: `new` is ours alone: it may be marked without its lock, and locked by setting the
     // bit (C's `__folio_set_locked()`), which the fault path unlocks.
@@ -784,7 +822,13 @@ impl KillList<'_> {
                     let mm = bindings::task_mm(t);
                     for vma in guard.vmas() {
                         if (*vma.as_raw()).vm_mm == mm {
-                            bindings::add_to_kill_ksm(t, page.as_raw(), vma.as_raw(), self.list, addr as _);
+                            bindings::add_to_kill_ksm(
+                                t,
+                                page.as_raw(),
+                                vma.as_raw(),
+                                self.list,
+                                addr as _,
+                            );
                         }
                     }
                 }
@@ -801,7 +845,14 @@ impl KillList<'_> {
 pub trait KsmOps {
     /// `madvise(MADV_MERGEABLE / MADV_UNMERGEABLE)` on `[start, end)` of `vma`; updates `flags`,
     /// the area's flags to be.
-    fn madvise(locked: &MmWriteLocked<'_>, vma: &VmArea, start: usize, end: usize, advice: i32, flags: &mut usize) -> Result;
+    fn madvise(
+        locked: &MmWriteLocked<'_>,
+        vma: &VmArea,
+        start: usize,
+        end: usize,
+        advice: i32,
+        flags: &mut usize,
+    ) -> Result;
     /// A new area of an address space that merges everything (`PR_SET_MEMORY_MERGE`).
     fn add_vma(locked: &MmWriteLocked<'_>, vma: &VmArea);
     /// `prctl(PR_SET_MEMORY_MERGE, 1)`.
@@ -817,13 +868,22 @@ pub trait KsmOps {
     /// Whether a swapped-in folio must be copied for `addr` of `vma` (C's
     /// `ksm_might_need_to_copy()`): `Ok(None)` keeps it, `Ok(Some(new))` uses a copy, and the
     /// error `ENOMEM` (no copy could be made) or `EHWPOISON` fails the fault.
-    fn might_need_to_copy(folio: &FolioGuard<'_>, vma: &VmArea, addr: usize) -> Result<Option<ARef<Folio>>>;
+    fn might_need_to_copy(
+        folio: &FolioGuard<'_>,
+        vma: &VmArea,
+        addr: usize,
+    ) -> Result<Option<ARef<Folio>>>;
     /// The reverse-map walk of a locked KSM folio.
     fn rmap_walk(folio: &FolioGuard<'_>, walk: &mut RmapWalk<'_>);
     /// Migration moved KSM folio `old` to `new` (both locked).
     fn migrate(new: &FolioGuard<'_>, old: &FolioGuard<'_>);
     /// Memory failure hit `page` of the KSM folio: collect the processes that map it.
-    fn collect_procs(folio: &FolioGuard<'_>, page: &FolioPage, to_kill: &mut KillList<'_>, force_early: bool);
+    fn collect_procs(
+        folio: &FolioGuard<'_>,
+        page: &FolioPage,
+        to_kill: &mut KillList<'_>,
+        force_early: bool,
+    );
     /// What KSM saves the address space, in bytes (`/proc/<pid>/ksm_stat`).
     fn process_profit(mm: &Mm) -> isize;
 }
@@ -837,7 +897,12 @@ macro_rules! ksm_abi {
     ($t:ty) => {
         const _: () = {
             use $crate::bindings;
-            use $crate::mm::{folio::{Folio, FolioGuard, FolioPage}, ksm::{self, KsmOps}, virt::VmArea, Mm, MmWriteLocked};
+            use $crate::mm::{
+                folio::{Folio, FolioGuard, FolioPage},
+                ksm::{self, KsmOps},
+                virt::VmArea,
+                Mm, MmWriteLocked,
+            };
 
             fn errno(r: $crate::error::Result) -> ::core::ffi::c_int {
                 match r {
@@ -863,7 +928,14 @@ macro_rules! ksm_abi {
                     let vma = VmArea::from_raw(vma);
                     let locked = MmWriteLocked::new(vma.mm());
                     let mut flags = *vm_flags as usize;
-                    let r = <$t as KsmOps>::madvise(&locked, vma, start as usize, end as usize, advice, &mut flags);
+                    let r = <$t as KsmOps>::madvise(
+                        &locked,
+                        vma,
+                        start as usize,
+                        end as usize,
+                        advice,
+                        &mut flags,
+                    );
                     *vm_flags = flags as _;
                     errno(r)
                 }
@@ -886,18 +958,30 @@ macro_rules! ksm_abi {
             ///
             /// Called by `prctl()` with the mmap lock of `mm` held for writing.
             #[no_mangle]
-            unsafe extern "C" fn ksm_enable_merge_any(mm: *mut bindings::mm_struct) -> ::core::ffi::c_int {
+            unsafe extern "C" fn ksm_enable_merge_any(
+                mm: *mut bindings::mm_struct,
+            ) -> ::core::ffi::c_int {
                 // SAFETY: The caller holds `mm`'s mmap lock for writing for the call.
-                unsafe { errno(<$t as KsmOps>::enable_merge_any(&MmWriteLocked::new(Mm::from_raw(mm)))) }
+                unsafe {
+                    errno(<$t as KsmOps>::enable_merge_any(&MmWriteLocked::new(
+                        Mm::from_raw(mm),
+                    )))
+                }
             }
 
             /// # Safety
             ///
             /// As `ksm_enable_merge_any`.
             #[no_mangle]
-            unsafe extern "C" fn ksm_disable_merge_any(mm: *mut bindings::mm_struct) -> ::core::ffi::c_int {
+            unsafe extern "C" fn ksm_disable_merge_any(
+                mm: *mut bindings::mm_struct,
+            ) -> ::core::ffi::c_int {
                 // SAFETY: As in `ksm_enable_merge_any`.
-                unsafe { errno(<$t as KsmOps>::disable_merge_any(&MmWriteLocked::new(Mm::from_raw(mm)))) }
+                unsafe {
+                    errno(<$t as KsmOps>::disable_merge_any(&MmWriteLocked::new(
+                        Mm::from_raw(mm),
+                    )))
+                }
             }
 
             /// # Safety
@@ -906,7 +990,11 @@ macro_rules! ksm_abi {
             #[no_mangle]
             unsafe extern "C" fn ksm_disable(mm: *mut bindings::mm_struct) -> ::core::ffi::c_int {
                 // SAFETY: As in `ksm_enable_merge_any`.
-                unsafe { errno(<$t as KsmOps>::disable(&MmWriteLocked::new(Mm::from_raw(mm)))) }
+                unsafe {
+                    errno(<$t as KsmOps>::disable(&MmWriteLocked::new(Mm::from_raw(
+                        mm,
+                    ))))
+                }
             }
 
             /// # Safety
@@ -939,8 +1027,14 @@ macro_rules! ksm_abi {
                 // SAFETY: The folio is locked and referenced by the fault path for the call, the
                 // area valid under its locks. The guard does not unlock: the fault path does.
                 unsafe {
-                    let guard = ::core::mem::ManuallyDrop::new(ksm::locked_by_caller(Folio::from_raw(folio)));
-                    match <$t as KsmOps>::might_need_to_copy(&guard, VmArea::from_raw(vma), addr as usize) {
+                    let guard = ::core::mem::ManuallyDrop::new(ksm::locked_by_caller(
+                        Folio::from_raw(folio),
+                    ));
+                    match <$t as KsmOps>::might_need_to_copy(
+                        &guard,
+                        VmArea::from_raw(vma),
+                        addr as usize,
+                    ) {
                         Ok(None) => folio,
                         Ok(Some(new)) => $crate::types::ARef::into_raw(new).as_ptr().cast(),
                         Err(e) if e == $crate::error::code::ENOMEM => ::core::ptr::null_mut(),
@@ -953,11 +1047,16 @@ macro_rules! ksm_abi {
             ///
             /// Called by `rmap_walk()` with the KSM folio locked.
             #[no_mangle]
-            unsafe extern "C" fn rmap_walk_ksm(folio: *mut bindings::folio, rwc: *mut bindings::rmap_walk_control) {
+            unsafe extern "C" fn rmap_walk_ksm(
+                folio: *mut bindings::folio,
+                rwc: *mut bindings::rmap_walk_control,
+            ) {
                 // SAFETY: The folio is locked (and referenced) by the caller for the call; `rwc`
                 // is the caller's walk control. The guard does not unlock.
                 unsafe {
-                    let guard = ::core::mem::ManuallyDrop::new(ksm::locked_by_caller(Folio::from_raw(folio)));
+                    let guard = ::core::mem::ManuallyDrop::new(ksm::locked_by_caller(
+                        Folio::from_raw(folio),
+                    ));
                     let mut walk = ksm::RmapWalk::from_raw(rwc);
                     <$t as KsmOps>::rmap_walk(&guard, &mut walk)
                 }
@@ -967,11 +1066,18 @@ macro_rules! ksm_abi {
             ///
             /// Called by migration with both folios locked.
             #[no_mangle]
-            unsafe extern "C" fn folio_migrate_ksm(newfolio: *mut bindings::folio, folio: *mut bindings::folio) {
+            unsafe extern "C" fn folio_migrate_ksm(
+                newfolio: *mut bindings::folio,
+                folio: *mut bindings::folio,
+            ) {
                 // SAFETY: Both folios are locked and referenced by migration for the call.
                 unsafe {
-                    let new = ::core::mem::ManuallyDrop::new(ksm::locked_by_caller(Folio::from_raw(newfolio)));
-                    let old = ::core::mem::ManuallyDrop::new(ksm::locked_by_caller(Folio::from_raw(folio)));
+                    let new = ::core::mem::ManuallyDrop::new(ksm::locked_by_caller(
+                        Folio::from_raw(newfolio),
+                    ));
+                    let old = ::core::mem::ManuallyDrop::new(ksm::locked_by_caller(
+                        Folio::from_raw(folio),
+                    ));
                     <$t as KsmOps>::migrate(&new, &old)
                 }
             }
@@ -989,9 +1095,16 @@ macro_rules! ksm_abi {
                 // SAFETY: The folio is locked and referenced by memory failure for the call;
                 // `page` is its failed page and `to_kill` its list.
                 unsafe {
-                    let guard = ::core::mem::ManuallyDrop::new(ksm::locked_by_caller(Folio::from_raw(folio)));
+                    let guard = ::core::mem::ManuallyDrop::new(ksm::locked_by_caller(
+                        Folio::from_raw(folio),
+                    ));
                     let mut list = ksm::KillList::from_raw(to_kill);
-                    <$t as KsmOps>::collect_procs(&guard, FolioPage::from_raw(page), &mut list, force_early != 0)
+                    <$t as KsmOps>::collect_procs(
+                        &guard,
+                        FolioPage::from_raw(page),
+                        &mut list,
+                        force_early != 0,
+                    )
                 }
             }
 
@@ -999,7 +1112,9 @@ macro_rules! ksm_abi {
             ///
             /// `mm` is valid (`/proc` holds it).
             #[no_mangle]
-            unsafe extern "C" fn ksm_process_profit(mm: *mut bindings::mm_struct) -> ::core::ffi::c_long {
+            unsafe extern "C" fn ksm_process_profit(
+                mm: *mut bindings::mm_struct,
+            ) -> ::core::ffi::c_long {
                 // SAFETY: `/proc` keeps `mm` valid for the call.
                 unsafe { <$t as KsmOps>::process_profit(Mm::from_raw(mm)) as _ }
             }
@@ -1055,9 +1170,19 @@ pub mod trace {
     }
 
     /// A page was merged with a KSM page (or became one).
-    pub fn merge_with_ksm_page(kpage: *const c_void, pfn: usize, item: *const c_void, mm: *const c_void, err: i32) {
+    pub fn merge_with_ksm_page(
+        kpage: *const c_void,
+        pfn: usize,
+        item: *const c_void,
+        mm: *const c_void,
+        err: i32,
+    ) {
         // SAFETY: As above.
-        unsafe { bindings::trace_ksm_merge_with_ksm_page_rust(kpage as _, pfn as _, item as _, mm as _, err) };
+        unsafe {
+            bindings::trace_ksm_merge_with_ksm_page_rust(
+                kpage as _, pfn as _, item as _, mm as _, err,
+            )
+        };
     }
 
     /// A KSM page left the stable tree.

@@ -67,13 +67,13 @@ impl VmArea {
     /// The first address of the area.
     pub fn start(&self) -> usize {
         // SAFETY: The area is valid (type invariant); its bounds are stable under the mmap lock.
-        unsafe { (*self.as_raw()).__bindgen_anon_1.__bindgen_anon_1.vm_start as usize }
+        unsafe { (*self.as_raw()).__bindgen_anon_1.__bindgen_anon_1.vm_start }
     }
 
     /// The address after the last of the area.
     pub fn end(&self) -> usize {
         // SAFETY: As in `start`.
-        unsafe { (*self.as_raw()).__bindgen_anon_1.__bindgen_anon_1.vm_end as usize }
+        unsafe { (*self.as_raw()).__bindgen_anon_1.__bindgen_anon_1.vm_end }
     }
 
     /// The area's flags (`vm_flags`).

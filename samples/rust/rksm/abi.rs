@@ -57,7 +57,12 @@ fn compatible(vma: &VmArea) -> bool {
 }
 
 /// Breaks every KSM page of `[start, end)` of `vma` (C's `unmerge_ksm_pages()`).
-fn unmerge_range(locked: Option<&MmWriteLocked<'_>>, vma: &VmArea, start: usize, end: usize) -> Result {
+fn unmerge_range(
+    locked: Option<&MmWriteLocked<'_>>,
+    vma: &VmArea,
+    start: usize,
+    end: usize,
+) -> Result {
     let mut addr = start;
     while addr < end {
         if vma.mm().is_exiting() {
@@ -105,7 +110,14 @@ fn del_vmas(locked: &MmWriteLocked<'_>) -> Result {
 }
 
 impl KsmOps for Rksm {
-    fn madvise(locked: &MmWriteLocked<'_>, vma: &VmArea, start: usize, end: usize, advice: i32, vm_flags: &mut usize) -> Result {
+    fn madvise(
+        locked: &MmWriteLocked<'_>,
+        vma: &VmArea,
+        start: usize,
+        end: usize,
+        advice: i32,
+        vm_flags: &mut usize,
+    ) -> Result {
         let mm = locked.mm();
         match advice as u32 {
             bindings::MADV_MERGEABLE => {
@@ -189,7 +201,11 @@ impl KsmOps for Rksm {
         scan::exit(mm)
     }
 
-    fn might_need_to_copy(folio: &FolioGuard<'_>, vma: &VmArea, addr: usize) -> Result<Option<ARef<Folio>>> {
+    fn might_need_to_copy(
+        folio: &FolioGuard<'_>,
+        vma: &VmArea,
+        addr: usize,
+    ) -> Result<Option<ARef<Folio>>> {
         let f = folio.folio();
         if f.is_large() {
             return Ok(None);
@@ -267,7 +283,12 @@ impl KsmOps for Rksm {
         }
     }
 
-    fn collect_procs(folio: &FolioGuard<'_>, page: &FolioPage, to_kill: &mut KillList<'_>, force_early: bool) {
+    fn collect_procs(
+        folio: &FolioGuard<'_>,
+        page: &FolioPage,
+        to_kill: &mut KillList<'_>,
+        force_early: bool,
+    ) {
         let Some(node) = mmksm::ksm_node::<Node>(folio) else {
             return;
         };
@@ -282,6 +303,7 @@ impl KsmOps for Rksm {
 
     fn process_profit(mm: &Mm) -> isize {
         let c = mm.ksm_counters();
-        (c.merging_pages() as isize + c.zero_pages()) * PAGE_SIZE as isize - (c.rmap_items() * ITEM_SIZE) as isize
+        (c.merging_pages() as isize + c.zero_pages()) * PAGE_SIZE as isize
+            - (c.rmap_items() * ITEM_SIZE) as isize
     }
 }

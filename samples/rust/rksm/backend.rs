@@ -83,7 +83,12 @@ pub(crate) trait Backend: Sized {
 
     /// Maps the KSM page `kpage` where `item` maps `page`, whose contents are equal (C's
     /// `try_to_merge_with_ksm_page()`); `kpage` may be `page` itself (a fork shares a KSM page).
-    fn merge_with_ksm(&self, item: &RmapItem<Self>, page: &Self::Page<'_>, kpage: &Self::Page<'_>) -> Result;
+    fn merge_with_ksm(
+        &self,
+        item: &RmapItem<Self>,
+        page: &Self::Page<'_>,
+        kpage: &Self::Page<'_>,
+    ) -> Result;
 
     /// Turns `page` into a KSM page and maps it where `tree_item` maps the equal `tree_page`
     /// (C's `try_to_merge_two_pages()`).

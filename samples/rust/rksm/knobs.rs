@@ -10,10 +10,10 @@
 use crate::scan::{self, RUN_MERGE, RUN_UNMERGE};
 use core::fmt::Write;
 use core::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicUsize, Ordering::Relaxed};
+use kernel::c_str;
 use kernel::mm::ksm as mmksm;
 use kernel::page::PAGE_SIZE;
 use kernel::prelude::*;
-use kernel::c_str;
 use kernel::str::CStr;
 use kernel::sysfs::{self, Attribute, ShowBuf};
 
@@ -102,7 +102,10 @@ show_value!(show_unshared, get(&STATS.pages_unshared));
 show_value!(show_skipped, get(&STATS.pages_skipped));
 show_value!(show_zero_pages, mmksm::zero_pages());
 show_value!(show_full_scans, get(&STATS.full_scans));
-show_value!(show_merge_across_nodes, u32::from(STATS.merge_across_nodes.load(Relaxed)));
+show_value!(
+    show_merge_across_nodes,
+    u32::from(STATS.merge_across_nodes.load(Relaxed))
+);
 show_value!(show_max_page_sharing, get(&STATS.max_page_sharing));
 show_value!(show_chains, get(&STATS.chains));
 show_value!(show_dups, get(&STATS.dups));
@@ -117,7 +120,10 @@ show_value!(show_advisor_target, ADVISOR_TARGET_SCAN_TIME.load(Relaxed));
 
 fn show_volatile(b: &mut ShowBuf) -> core::fmt::Result {
     // Not worth any locking, as in C; so it may come out negative: hide that.
-    let v = get(&STATS.rmap_items) - get(&STATS.pages_shared) - get(&STATS.pages_sharing) - get(&STATS.pages_unshared);
+    let v = get(&STATS.rmap_items)
+        - get(&STATS.pages_shared)
+        - get(&STATS.pages_sharing)
+        - get(&STATS.pages_unshared);
     writeln!(b, "{}", v.max(0))
 }
 
@@ -276,17 +282,45 @@ pub(crate) static ATTRS: [Attribute; 24] = [
     attr!("pages_skipped", show_skipped),
     attr!("ksm_zero_pages", show_zero_pages),
     attr!("full_scans", show_full_scans),
-    attr!("merge_across_nodes", show_merge_across_nodes, store_merge_across_nodes),
-    attr!("max_page_sharing", show_max_page_sharing, store_max_page_sharing),
+    attr!(
+        "merge_across_nodes",
+        show_merge_across_nodes,
+        store_merge_across_nodes
+    ),
+    attr!(
+        "max_page_sharing",
+        show_max_page_sharing,
+        store_max_page_sharing
+    ),
     attr!("stable_node_chains", show_chains),
     attr!("stable_node_dups", show_dups),
-    attr!("stable_node_chains_prune_millisecs", show_prune_ms, store_prune_ms),
+    attr!(
+        "stable_node_chains_prune_millisecs",
+        show_prune_ms,
+        store_prune_ms
+    ),
     attr!("use_zero_pages", show_use_zero_pages, store_use_zero_pages),
     attr!("general_profit", show_general_profit),
     attr!("smart_scan", show_smart_scan, store_smart_scan),
     attr!("advisor_mode", show_advisor_mode, store_advisor_mode),
-    attr!("advisor_max_cpu", show_advisor_max_cpu, store_advisor_max_cpu),
-    attr!("advisor_min_pages_to_scan", show_advisor_min_pages, store_advisor_min_pages),
-    attr!("advisor_max_pages_to_scan", show_advisor_max_pages, store_advisor_max_pages),
-    attr!("advisor_target_scan_time", show_advisor_target, store_advisor_target),
+    attr!(
+        "advisor_max_cpu",
+        show_advisor_max_cpu,
+        store_advisor_max_cpu
+    ),
+    attr!(
+        "advisor_min_pages_to_scan",
+        show_advisor_min_pages,
+        store_advisor_min_pages
+    ),
+    attr!(
+        "advisor_max_pages_to_scan",
+        show_advisor_max_pages,
+        store_advisor_max_pages
+    ),
+    attr!(
+        "advisor_target_scan_time",
+        show_advisor_target,
+        store_advisor_target
+    ),
 ];

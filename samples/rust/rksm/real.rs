@@ -61,7 +61,10 @@ pub(crate) struct KsmBackend {
 }
 
 /// The area that `addr` of `mm` is in, if KSM may merge there (C's `find_mergeable_vma()`).
-pub(crate) fn find_mergeable_vma<'g>(guard: &'g MmapReadGuard<'_>, addr: usize) -> Option<&'g VmArea> {
+pub(crate) fn find_mergeable_vma<'g>(
+    guard: &'g MmapReadGuard<'_>,
+    addr: usize,
+) -> Option<&'g VmArea> {
     if guard.mm().is_exiting() {
         return None;
     }
@@ -128,7 +131,12 @@ impl KsmBackend {
     /// Merges the page of `item` into `kpage`, or makes it a KSM page (C's
     /// `try_to_merge_with_ksm_page()`); on success the item keeps a reference on the area's
     /// anon_vma, taken under the mmap lock.
-    fn merge_item(&self, item: &RmapItem<Self>, page: &HeldPage, kpage: Option<&HeldPage>) -> Result {
+    fn merge_item(
+        &self,
+        item: &RmapItem<Self>,
+        page: &HeldPage,
+        kpage: Option<&HeldPage>,
+    ) -> Result {
         let m = item.mapping();
         let guard = m.mm().mmap_read_lock();
         let r = match find_mergeable_vma(&guard, m.addr()) {
@@ -186,7 +194,9 @@ impl Backend for KsmBackend {
     }
 
     fn page_is(&self, page: &Page, node: &StableNode<Self>) -> bool {
-        node.ksm_page().is_some_and(|p| p.load() == page.0.page().pfn()) && page.0.folio().is_ksm()
+        node.ksm_page()
+            .is_some_and(|p| p.load() == page.0.page().pfn())
+            && page.0.folio().is_ksm()
     }
 
     fn is_ksm(&self, page: &Page) -> bool {
@@ -221,7 +231,13 @@ impl Backend for KsmBackend {
         self.merge_item(item, &page.0, Some(&kpage.0))
     }
 
-    fn merge_pages(&self, item: &RmapItem<Self>, page: &Page, tree_item: &RmapItem<Self>, tree_page: &Page) -> Result {
+    fn merge_pages(
+        &self,
+        item: &RmapItem<Self>,
+        page: &Page,
+        tree_item: &RmapItem<Self>,
+        tree_page: &Page,
+    ) -> Result {
         self.merge_item(item, &page.0, None)?;
         if let Err(e) = self.merge_item(tree_item, &tree_page.0, Some(&page.0)) {
             // A KSM page with one mapping: undo.

@@ -10,8 +10,8 @@
 //! scanner and `ksmd`, [`knobs`] the files of `/sys/kernel/mm/ksm`, and [`abi`] the functions of
 //! `<linux/ksm.h>` the rest of the kernel calls.
 
-use kernel::prelude::*;
 use kernel::c_str;
+use kernel::prelude::*;
 
 mod abi;
 mod backend;

@@ -21,6 +21,7 @@ use crate::knobs::{self, STATS};
 use crate::real::{KsmBackend, KsmToken, Mapping, Page};
 use crate::trees::Trees;
 use core::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+use kernel::c_str;
 use kernel::global::Global;
 use kernel::hlist::TokenCell;
 use kernel::kthread::{self, WaitQueue};
@@ -29,7 +30,6 @@ use kernel::mm::virt::flags;
 use kernel::mm::{self, Mm, MmFlag, MmapReadGuard};
 use kernel::page::PAGE_SIZE;
 use kernel::prelude::*;
-use kernel::c_str;
 use kernel::slist::SList;
 use kernel::sync::{new_mutex, Arc, Mutex};
 use kernel::types::ARef;
@@ -81,7 +81,7 @@ impl SlotList {
     }
 
     /// Moves the cursor to the first slot (a pass starts).
-    fn to_first(&mut self) -> Option<Arc<MmSlot>> {
+    fn rewind(&mut self) -> Option<Arc<MmSlot>> {
         self.cursor = 0;
         self.current()
     }
@@ -237,7 +237,8 @@ fn ksmd() {
                 Some(kthread::msecs_to_jiffies(ms)),
             );
         } else {
-            k.thread_wait.wait_freezable(|| should_run() || kthread::should_stop(), None);
+            k.thread_wait
+                .wait_freezable(|| should_run() || kthread::should_stop(), None);
         }
     }
 }
@@ -265,7 +266,10 @@ pub(crate) fn set_merge_across_nodes(on: bool) -> Result {
     let k = ksm();
     let mut st = k.scan.lock();
     let ScanState {
-        trees, backend, token, ..
+        trees,
+        backend,
+        token,
+        ..
     } = &mut *st;
     let r = trees.set_merge_across_nodes(backend, token, on);
     st.publish();
@@ -277,7 +281,10 @@ pub(crate) fn set_max_page_sharing(max: usize) -> Result {
     let k = ksm();
     let mut st = k.scan.lock();
     let ScanState {
-        trees, backend, token, ..
+        trees,
+        backend,
+        token,
+        ..
     } = &mut *st;
     let r = trees.set_max_page_sharing(backend, token, max);
     st.publish();
@@ -303,17 +310,27 @@ impl ScanState {
     /// Publishes the statistics for sysfs.
     fn publish(&self) {
         let c = &self.trees.counters;
-        STATS.pages_scanned.store(self.pages_scanned as i64, Relaxed);
+        STATS
+            .pages_scanned
+            .store(self.pages_scanned as i64, Relaxed);
         STATS.pages_shared.store(c.pages_shared as i64, Relaxed);
         STATS.pages_sharing.store(c.pages_sharing as i64, Relaxed);
-        STATS.pages_unshared.store(self.trees.unshared() as i64, Relaxed);
-        STATS.pages_skipped.store(self.pages_skipped as i64, Relaxed);
+        STATS
+            .pages_unshared
+            .store(self.trees.unshared() as i64, Relaxed);
+        STATS
+            .pages_skipped
+            .store(self.pages_skipped as i64, Relaxed);
         STATS.rmap_items.store(self.rmap_items as i64, Relaxed);
         STATS.full_scans.store(self.seqnr as i64, Relaxed);
         STATS.chains.store(c.chains as i64, Relaxed);
         STATS.dups.store(c.dups as i64, Relaxed);
-        STATS.max_page_sharing.store(self.trees.max_page_sharing as i64, Relaxed);
-        STATS.merge_across_nodes.store(self.trees.merge_across_nodes(), Relaxed);
+        STATS
+            .max_page_sharing
+            .store(self.trees.max_page_sharing as i64, Relaxed);
+        STATS
+            .merge_across_nodes
+            .store(self.trees.merge_across_nodes(), Relaxed);
     }
 
     /// Scans up to `n` pages (C's `ksm_do_scan()`).
@@ -348,7 +365,8 @@ impl ScanState {
 
     /// Frees an rmap_item taken off its slot's list: out of the trees first.
     fn free_item(&mut self, slot: &MmSlot, item: Pin<KBox<Item>>) {
-        self.trees.remove_item(&self.backend, &mut self.token, &item);
+        self.trees
+            .remove_item(&self.backend, &mut self.token, &item);
         self.rmap_items -= 1;
         slot.nr_items.fetch_sub(1, Relaxed);
         item.mapping().mm().ksm_counters().add_rmap_items(-1);
@@ -390,7 +408,12 @@ impl ScanState {
         ) else {
             return false;
         };
-        if slot.items.get_mut(&mut self.slots_token).insert(item).is_err() {
+        if slot
+            .items
+            .get_mut(&mut self.slots_token)
+            .insert(item)
+            .is_err()
+        {
             return false;
         }
         self.rmap_items += 1;
@@ -447,7 +470,7 @@ impl ScanState {
                 None => {
                     drop(sl);
                     self.start_pass();
-                    let s = k.slots.lock().to_first()?;
+                    let s = k.slots.lock().rewind()?;
                     self.address = 0;
                     s.items.get_mut(&mut self.slots_token).rewind();
                     s
@@ -592,7 +615,11 @@ impl ScanState {
         let cpu = kthread::current_runtime_ns();
         let cpu_ms = cpu.saturating_sub(a.cpu_ns) / 1_000_000;
         let cpu_percent = ((cpu_ms * 100) / (scan_time * 1000)).max(1);
-        let last = if a.scan_time != 0 { a.scan_time } else { scan_time };
+        let last = if a.scan_time != 0 {
+            a.scan_time
+        } else {
+            scan_time
+        };
         let target = knobs::ADVISOR_TARGET_SCAN_TIME.load(Relaxed) as u64;
         let factor = (target * 100 / scan_time).max(1);
         let change = (scan_time * 100 / last).max(1);
@@ -614,7 +641,7 @@ impl ScanState {
     /// Unmerges every KSM page of every registered address space and frees every rmap_item
     /// (C's `unmerge_and_remove_all_rmap_items()`), for `run = 2`.
     fn unmerge_all(&mut self, k: &Ksm) -> Result {
-        let mut next = k.slots.lock().to_first();
+        let mut next = k.slots.lock().rewind();
         while let Some(slot) = next {
             let guard = slot.mm.mmap_read_lock();
             if let Err(e) = Self::unmerge_slot(&slot, &guard) {
@@ -640,7 +667,9 @@ impl ScanState {
             }
         }
         // Stable nodes whose pages are still mapped stay; nothing to worry about.
-        let _ = self.trees.remove_all_stable_nodes(&self.backend, &mut self.token);
+        let _ = self
+            .trees
+            .remove_all_stable_nodes(&self.backend, &mut self.token);
         self.seqnr = 0;
         self.publish();
         Ok(())

@@ -11,12 +11,12 @@
 use crate::backend::{Backend, Contents};
 use crate::compare::{Descent, Stats};
 use crate::item::RmapItem;
+use core::sync::atomic::{AtomicU16, Ordering::Relaxed};
 use kernel::hlist::{self, HList, HListOwner, TokenCell};
 use kernel::mm::contents::PageBytes;
 use kernel::page::PAGE_SIZE;
 use kernel::prelude::*;
 use kernel::search_tree::{BoxTree, Occupied, Prune, Step, TreeLinks, TreeNode, Visit, Walk};
-use core::sync::atomic::{AtomicU16, Ordering::Relaxed};
 
 /// A chain's dups, and when its stale dups were last pruned all at once.
 struct Chain<B: Backend> {
@@ -445,7 +445,12 @@ impl<B: Backend> StableTree<B> {
     /// Takes out every node that may go (C's `remove_all_stable_nodes()`): nodes with no mapping
     /// whose KSM page is gone or unmapped. Returns `false` if some could not (a page still
     /// mapped), as C's `EBUSY`.
-    pub(crate) fn remove_all(&mut self, backend: &B, token: &mut B::Token, c: &mut Counters) -> bool {
+    pub(crate) fn remove_all(
+        &mut self,
+        backend: &B,
+        token: &mut B::Token,
+        c: &mut Counters,
+    ) -> bool {
         let mut busy = false;
         // Like C, take the root out again and again, and give up on a busy one.
         let _ = self.tree.walk_prune(|visit| match visit {

@@ -3,11 +3,11 @@
 //! The trees of every NUMA node, and the step of the algorithm that runs them for one page.
 
 use crate::backend::{Backend, Contents};
-use core::pin::Pin;
 use crate::compare::Stats;
 use crate::item::{Place, RmapItem};
 use crate::stable::{self, Counters, Search, Settings, StableNode, StableTree};
 use crate::unstable::{Lookup, UnstableTree};
+use core::pin::Pin;
 use kernel::prelude::*;
 
 /// What [`Trees::cmp_and_merge`] did with a page.
@@ -102,7 +102,12 @@ impl<B: Backend> Trees<B> {
 
     /// Sets `merge_across_nodes` (see [`Trees::drain_for_knob`] for when it cannot change); an
     /// unchanged value always succeeds. The unstable trees are emptied.
-    pub(crate) fn set_merge_across_nodes(&mut self, backend: &B, token: &mut B::Token, on: bool) -> Result {
+    pub(crate) fn set_merge_across_nodes(
+        &mut self,
+        backend: &B,
+        token: &mut B::Token,
+        on: bool,
+    ) -> Result {
         if on == self.merge_across_nodes {
             return Ok(());
         }
@@ -120,7 +125,12 @@ impl<B: Backend> Trees<B> {
 
     /// Sets `max_page_sharing` (at least 2; see [`Trees::drain_for_knob`] for when it cannot
     /// change); an unchanged value always succeeds.
-    pub(crate) fn set_max_page_sharing(&mut self, backend: &B, token: &mut B::Token, max: usize) -> Result {
+    pub(crate) fn set_max_page_sharing(
+        &mut self,
+        backend: &B,
+        token: &mut B::Token,
+        max: usize,
+    ) -> Result {
         if max < 2 {
             return Err(EINVAL);
         }
@@ -179,8 +189,12 @@ impl<B: Backend> Trees<B> {
         if self.misplaced.is_empty() {
             return;
         }
-        let mut pending = core::mem::replace(&mut self.misplaced, KVec::new());
-        if self.misplaced.reserve(pending.len() + 1, GFP_KERNEL).is_err() {
+        let mut pending = core::mem::take(&mut self.misplaced);
+        if self
+            .misplaced
+            .reserve(pending.len() + 1, GFP_KERNEL)
+            .is_err()
+        {
             self.misplaced = pending;
             return;
         }
@@ -193,7 +207,9 @@ impl<B: Backend> Trees<B> {
             ..
         } = self;
         while let Some(node) = pending.pop() {
-            rehome(stable, misplaced, backend, token, node, set, stats, counters);
+            rehome(
+                stable, misplaced, backend, token, node, set, stats, counters,
+            );
         }
     }
 
@@ -220,7 +236,9 @@ impl<B: Backend> Trees<B> {
         } = self;
         let key = page.bytes();
         if let Some(node) = stable[from].take(backend, token, &key, addr, set, stats, counters) {
-            rehome(stable, misplaced, backend, token, node, set, stats, counters);
+            rehome(
+                stable, misplaced, backend, token, node, set, stats, counters,
+            );
         }
     }
 
@@ -318,7 +336,7 @@ impl<B: Backend> Trees<B> {
                 // Without merging across nodes, a KSM page that migrated to another node moves
                 // to that node's tree (C does so through `migrate_nodes`).
                 if !self.merge_across_nodes {
-                    let (from, addr) = (node.nid(), &*node as *const StableNode<B>);
+                    let (from, addr) = (node.nid(), node as *const StableNode<B>);
                     if from != self.index(backend.page_nid(page)) {
                         self.relocate(backend, token, from, addr, page);
                     }
@@ -384,7 +402,8 @@ impl<B: Backend> Trees<B> {
         let elsewhere = |p: &B::Page<'_>| !across && backend.page_nid(p).min(last) != idx;
 
         // A KSM page of the same contents?
-        let moved = match stable[idx].search(backend, token, &key, set, stats, counters, elsewhere) {
+        let moved = match stable[idx].search(backend, token, &key, set, stats, counters, elsewhere)
+        {
             Search::Found(found) => {
                 if backend.settle(&found.page).is_err() {
                     return Outcome::Busy;
@@ -408,7 +427,9 @@ impl<B: Backend> Trees<B> {
         if let Some(node) = moved {
             // The equal page migrated to another node: its node goes to that node's tree, and
             // this page looks for a partner of its own node (as C's `stable_tree_search` does).
-            rehome(stable, misplaced, backend, token, node, set, stats, counters);
+            rehome(
+                stable, misplaced, backend, token, node, set, stats, counters,
+            );
         }
 
         let hit = match unstable[idx].search_insert(
@@ -424,7 +445,10 @@ impl<B: Backend> Trees<B> {
             Lookup::GaveUp => return Outcome::Missed,
             Lookup::Found(hit) => hit,
         };
-        if backend.merge_pages(&item, page, hit.item(), &hit.page).is_err() {
+        if backend
+            .merge_pages(&item, page, hit.item(), &hit.page)
+            .is_err()
+        {
             return Outcome::MergeFailed;
         }
         // `page` is now a KSM page of no node yet: give it one, and list both mappings there,
@@ -436,7 +460,8 @@ impl<B: Backend> Trees<B> {
             backend.ksm_page_nid(&ksm).min(stable.len() - 1)
         };
         let locked = backend.lock(page);
-        let node = match stable[kidx].insert(backend, token, &key, ksm, kidx, set, stats, counters) {
+        let node = match stable[kidx].insert(backend, token, &key, ksm, kidx, set, stats, counters)
+        {
             Ok(node) => node,
             Err(_) => {
                 drop(locked);
