@@ -12,7 +12,7 @@ mkdir -p "$B/logs"
 # Which project files go where in the kernel tree.
 # project path -> tree path
 tree_map() {
-	(cd "$PROJECT" && find rust samples -type f ! -name '*~' 2>/dev/null | sort | sed 's|.*|& &|' || true)
+	(cd "$PROJECT" && find rust samples Documentation -type f ! -name '*~' 2>/dev/null | sort | sed 's|.*|& &|' || true)
 	(cd "$PROJECT" && find tests/kunit -type f -name '*.rs' 2>/dev/null | sort |
 		sed 's|^tests/kunit/\(.*\)|& samples/rust/rksm/kunit/\1|' || true)
 }

@@ -6,6 +6,9 @@ set -euo pipefail
 PKGS=(linux-source-6.12 rustc-web rust-web-src clang-19 lld-19 llvm-19 libclang-19-dev
       qemu-system-x86 flex bison libelf-dev libssl-dev bc cpio ccache libnuma-dev
       busybox-static python3 rsync kmod rust-web-clippy rustfmt-web)
+# EXTRA_PKGS: what one command needs beyond these (make bench: python3-matplotlib for its plot).
+read -r -a extra <<< "${EXTRA_PKGS:-}"
+PKGS+=("${extra[@]}")
 BINDGEN_VERSION=0.73.2
 
 missing=()

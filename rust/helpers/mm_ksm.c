@@ -16,6 +16,7 @@
 #include <linux/mm.h>
 #include <linux/mm_inline.h>
 #include <linux/mmu_notifier.h>
+#include <linux/oom.h>
 #include <linux/pagewalk.h>
 #include <linux/rmap.h>
 #include <linux/sched/mm.h>
@@ -713,4 +714,14 @@ const char *rust_helper_rksm_c_layout(unsigned int i, size_t *value)
 		return NULL;
 	*value = table[i].value;
 	return table[i].name;
+}
+
+void rust_helper_set_current_oom_origin(void)
+{
+	set_current_oom_origin();
+}
+
+void rust_helper_clear_current_oom_origin(void)
+{
+	clear_current_oom_origin();
 }

@@ -44,6 +44,27 @@ pub fn lru_add_drain_all() {
     unsafe { bindings::lru_add_drain_all() };
 }
 
+/// Marks the current task as the OOM killer's first choice while it lives (C's
+/// `set_current_oom_origin()` / `clear_current_oom_origin()`): for work that allocates memory
+/// on behalf of the whole system at a user's request, such as unmerging every KSM page.
+pub struct OomOrigin(NotThreadSafe);
+
+impl OomOrigin {
+    /// Marks the current task.
+    pub fn set() -> Self {
+        // SAFETY: Sets a flag of the current task's signal struct, which lives as long as it.
+        unsafe { bindings::set_current_oom_origin() };
+        Self(NotThreadSafe)
+    }
+}
+
+impl Drop for OomOrigin {
+    fn drop(&mut self) {
+        // SAFETY: As in `set`; the guard cannot leave the thread that made it.
+        unsafe { bindings::clear_current_oom_origin() };
+    }
+}
+
 /// A flag of `mm_struct::flags` that KSM uses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum MmFlag {

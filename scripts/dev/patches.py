@@ -58,7 +58,7 @@ config KSM_RUST
 	help
 	  rksm: KSM written in Rust, in samples/rust/rksm, with the same
 	  user interface as mm/ksm.c, which it replaces. It does not handle
-	  memory hot-remove yet.
+	  memory hot-remove yet. See Documentation/admin-guide/mm/rksm.rst.
 	  If unsure, say N.
 
 endchoice
@@ -129,6 +129,17 @@ lists, memory management (page contents), and KVec::pop and swap_remove.""",
                  "const folio_walk_flags_t RUST_CONST_HELPER_FW_ZEROPAGE = FW_ZEROPAGE;\n"
                  "const long RUST_CONST_HELPER_MAX_SCHEDULE_TIMEOUT = MAX_SCHEDULE_TIMEOUT;\n"),
             ]),
+        ],
+    ),
+    (
+        "Documentation-admin-guide-mm-add-rksm",
+        "Documentation: admin-guide: mm: add rksm",
+        """List the admin guide page of rksm, the Rust KSM: its knobs, statistics
+and every difference from mm/ksm.c.""",
+        [
+            ("Documentation/admin-guide/mm/index.rst", [(
+                "   ksm\n   memory-hotplug\n",
+                "   ksm\n   rksm\n   memory-hotplug\n")]),
         ],
     ),
 ]

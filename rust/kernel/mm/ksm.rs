@@ -837,6 +837,10 @@ impl KillList<'_> {
             bindings::rcu_read_unlock();
         }
     }
+
+    /// Without `CONFIG_MEMORY_FAILURE` memory failure never calls in: there is nothing to add.
+    #[cfg(not(CONFIG_MEMORY_FAILURE))]
+    pub fn add_mappers(&mut self, _: &AnonVma, _: &FolioPage, _: usize, _: bool) {}
 }
 
 /// What a KSM implementation gives the rest of the kernel: the functions of `<linux/ksm.h>`,

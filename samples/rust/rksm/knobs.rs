@@ -17,8 +17,9 @@ use kernel::prelude::*;
 use kernel::str::CStr;
 use kernel::sysfs::{self, Attribute, ShowBuf};
 
-/// `run`: 0 stop, 1 merge, 2 unmerge everything and stop.
-pub(crate) static RUN: AtomicU32 = AtomicU32::new(0);
+/// `run`: 0 stop, 1 merge, 2 unmerge everything and stop. Without sysfs nobody could start
+/// KSM, so it starts running, as C KSM does.
+pub(crate) static RUN: AtomicU32 = AtomicU32::new(if cfg!(CONFIG_SYSFS) { 0 } else { 1 });
 /// `pages_to_scan`.
 pub(crate) static PAGES_TO_SCAN: AtomicU32 = AtomicU32::new(100);
 /// `sleep_millisecs`.

@@ -253,6 +253,9 @@ pub(crate) fn set_run(flags: u32) -> Result {
     }
     knobs::RUN.store(flags, Relaxed);
     if flags & RUN_UNMERGE != 0 {
+        // Unmerging allocates a page for every merged mapping: if that exhausts memory, the
+        // OOM killer picks the writer first, as in C.
+        let _oom = mm::OomOrigin::set();
         if let Err(e) = st.unmerge_all(&k) {
             knobs::RUN.store(RUN_STOP, Relaxed);
             return Err(e);

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# make bench: C KSM and rksm side by side. Builds both kernels, boots each with the same VM
+# settings (scripts/vm.sh: 2 vCPUs, 2 GiB, two NUMA nodes) and runs tests/vm/ksmbench.py in it:
+# ksmpages best/worst/prefix, ksm_tests -P/-H and two then three QEMU guests, REPS times each.
+# Then tests/bench_report.py writes build/bench/results.json, prints the rksm/C ratio table
+# (medians) and draws build/bench/memfree.png.
+# REPS (default 3), MIB per process (default 256), PROCS (2), MODES (best,worst,prefix),
+# PARTS (ksmpages,selftests,qemu), THREADS (scanner threads to try on rksm, default "1,2").
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+
+t0=$SECONDS
+EXTRA_PKGS=python3-matplotlib "$PROJECT/scripts/setup.sh"
+for k in c rust; do KSM=$k "$PROJECT/scripts/kernel.sh"; done
+"$PROJECT/scripts/selftests.sh"
+"$PROJECT/scripts/guest-progs.sh"
+
+# The QEMU guests' initramfs: nothing but tests/vm/nested_init.c as /init.
+mkdir -p "$B/bench/nested"
+cp "$B/tests/nested_init" "$B/bench/nested/init"
+(cd "$B/bench/nested" && echo init | cpio -o -H newc --quiet) > "$B/bench/nested.cpio"
+
+rm -f "$B"/bench/raw-*.jsonl
+for k in c rust; do
+	threads=1
+	[ "$k" = rust ] && threads=${THREADS:-1,2}
+	say "bench on the $k kernel"
+	KSM=$k VM_RUN=$B/vm/bench-$k TIMEOUT=${BENCH_TIMEOUT:-7200} \
+		CMD="python3 $PROJECT/tests/vm/ksmbench.py --impl $k --out $B/bench/raw-$k.jsonl \
+--reps ${REPS:-3} --mib ${MIB:-256} --procs ${PROCS:-2} --modes ${MODES:-best,worst,prefix} \
+--parts ${PARTS:-ksmpages,selftests,qemu} --threads $threads" "$PROJECT/scripts/vm.sh" ||
+		die "the benchmark failed on the $k kernel (build/vm/bench-$k/)"
+done
+say "bench done in $(elapsed $((SECONDS - t0)))"
+# Debian's python has matplotlib (a pyenv python on PATH may not).
+/usr/bin/python3 "$PROJECT/tests/bench_report.py" --accel "$(cat "$B/vm/accel" 2>/dev/null || echo tcg)" \
+	"$B/bench/raw-c.jsonl" "$B/bench/raw-rust.jsonl"

@@ -1,0 +1,344 @@
+#!/usr/bin/env python3
+"""`make bench`, guest side: merge speed of the running kernel's KSM (C KSM or rksm).
+
+Runs each workload REPS times with ksmd at full speed (sleep_millisecs=0, pages_to_scan=100000,
+other knobs at their boot values) and appends one JSON record per run to OUT:
+
+  ksmpages best / worst / prefix   PROCS processes of MIB MiB each (tests/vm/ksmpages.c)
+  ksm_tests -P / -H                the kernel's own selftest, its "Average speed" line
+  qemu2 / qemu3                    two QEMU guests booted, merged; then a third booted, merged
+
+Every ksmpages run is checked as `make test` checks it: the counters reach every page, the page
+frames agree (as many distinct frames as pages_shared, none mapped exclusively) and every byte
+reads back; the QEMU guests check every byte of their own memory after merging. A run whose
+check fails is recorded with "verified": false and makes the script exit 1.
+
+Per run: seconds from `run=1` to fully merged ("seconds"), the same from the first merged page
+("merge_seconds", the paper's rate while merging), ksmd CPU time (all of its threads), the
+growth of the kernel's slab per tracked page, and MemFree over time for the plot.
+"""
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from ksmrun import PAGE, Proc, frames, ksm_read, ksm_write, meminfo  # noqa: E402
+
+TOP = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+HZ = os.sysconf("SC_CLK_TCK")
+
+
+def say(msg):
+    print("# " + msg, flush=True)
+
+
+def ksmd_cpu():
+    """CPU seconds used so far by ksmd and its helper threads (every kthread named ksmd*)."""
+    total = 0
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % pid) as f:
+                stat = f.read()
+        except OSError:
+            continue
+        comm = stat[stat.index("(") + 1:stat.rindex(")")]
+        if comm.startswith("ksmd"):
+            fields = stat[stat.rindex(")") + 2:].split()
+            total += int(fields[11]) + int(fields[12])  # utime, stime
+    return total / HZ
+
+
+def slab_kib():
+    return meminfo_kib("Slab")
+
+
+def meminfo_kib(field):
+    with open("/proc/meminfo") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    return 0
+
+
+def threads_knob():
+    return os.path.exists("/sys/kernel/mm/ksm/scan_threads")
+
+
+def full_speed(threads):
+    ksm_write("run", 2)
+    ksm_write("pages_to_scan", 100000)
+    ksm_write("sleep_millisecs", 0)
+    if threads_knob():
+        ksm_write("scan_threads", threads)
+
+
+class Watch:
+    """Samples MemFree and the KSM counters every 50 ms from `run=1` on."""
+
+    def __init__(self):
+        self.t0 = time.monotonic()
+        self.trace = []
+        self.first = None
+
+    def sample(self):
+        now = time.monotonic() - self.t0
+        shared, sharing = ksm_read("pages_shared"), ksm_read("pages_sharing")
+        if self.first is None and sharing > 0:
+            self.first = now
+        self.trace.append((round(now, 2), meminfo(), shared, sharing))
+        return now, shared, sharing
+
+
+def run_ksmpages(impl, mode, procs_n, mib, threads, rep):
+    full_speed(threads)
+    exe = os.path.join(TOP, "build", "tests", "ksmpages")
+    procs = [Proc(exe, mode, mib) for _ in range(procs_n)]
+    total = sum(p.pages for p in procs)
+    slab0, cpu0 = slab_kib(), ksmd_cpu()
+    w = Watch()
+    ksm_write("run", 1)
+    done = None
+    last_print = 0
+    while True:
+        now, shared, sharing = w.sample()
+        if shared + sharing >= total:
+            done = now
+            break
+        if now > 900:
+            break
+        if now - last_print >= 5:
+            say("  %s %5.0fs  %3d%% merged" % (mode, now, 100 * (shared + sharing) // total))
+            last_print = now
+        time.sleep(0.05)
+    # Slab growth per tracked page while every rmap_item and stable node still exists.
+    slab1 = slab_kib()
+    ksm_write("run", 0)
+    cpu1 = ksmd_cpu()
+    shared, sharing = ksm_read("pages_shared"), ksm_read("pages_sharing")
+    distinct, exclusive, merging = frames(procs)
+    answers = [p.ask("verify") for p in procs]
+    ok = (done is not None and shared + sharing == total and distinct == shared
+          and exclusive == 0 and merging == total and all(a.startswith("ok") for a in answers))
+    why = ("pages_shared+sharing %d of %d, %d distinct frames for %d shared, %d exclusive, "
+           "verify %s" % (shared + sharing, total, distinct, shared, exclusive, answers))
+    for p in procs:
+        p.stop()
+    ksm_write("run", 2)
+    mib_merged = sharing * PAGE / 2**20
+    seconds = done if done is not None else w.trace[-1][0]
+    merge_s = seconds - (w.first or 0)
+    return {
+        "workload": mode, "impl": impl, "threads": threads, "rep": rep,
+        "procs": procs_n, "mib_per_proc": mib,
+        "mib_merged": round(mib_merged, 2), "seconds": round(seconds, 3),
+        "mib_per_s": round(mib_merged / seconds, 2) if seconds else 0,
+        "merge_seconds": round(merge_s, 3),
+        "merge_mib_per_s": round(mib_merged / merge_s, 2) if merge_s > 0 else 0,
+        "slab_bytes_per_page": round((slab1 - slab0) * 1024 / total, 1),
+        "ksmd_cpu_s": round(cpu1 - cpu0, 2), "verified": ok, "check": why,
+        "trace": w.trace,
+    }
+
+
+SPEED = re.compile(r"Average speed:\s*([0-9.]+)\s*MiB/s")
+SIZE = re.compile(r"Total size:\s*([0-9.]+)\s*MiB")
+TIME = re.compile(r"Total time:\s*([0-9.]+)\s*s")
+
+
+def run_selftest(impl, flag, mib, threads, rep):
+    full_speed(threads)
+    ksm_write("run", 0)
+    cpu0 = ksmd_cpu()
+    st = os.path.join(TOP, "build", "selftests")
+    r = subprocess.run(["./ksm_tests", flag, "-s", str(mib)], cwd=st, capture_output=True,
+                       text=True, timeout=900)
+    cpu1 = ksmd_cpu()
+    ksm_write("run", 2)
+    out = r.stdout + r.stderr
+    m, s, t = SPEED.search(out), SIZE.search(out), TIME.search(out)
+    ok = r.returncode == 0 and m is not None
+    seconds = float(t.group(1)) if t else 0
+    merged = float(s.group(1)) if s else 0
+    return {
+        "workload": "ksm_tests%s" % flag, "impl": impl, "threads": threads, "rep": rep,
+        "mib_merged": merged, "seconds": seconds,
+        "mib_per_s": float(m.group(1)) if m else 0,
+        "slab_bytes_per_page": None, "ksmd_cpu_s": round(cpu1 - cpu0, 2),
+        "verified": ok, "check": "exit %d: %s" % (r.returncode, out.strip().splitlines()[-1:]),
+    }
+
+
+class Guest:
+    """A small QEMU guest (TCG) booting build/bzImage-c with tests/vm/nested_init.c as init."""
+
+    def __init__(self, n, mib):
+        kernel = os.path.join(TOP, "build", "bzImage-c")
+        initrd = os.path.join(TOP, "build", "bench", "nested.cpio")
+        self.lines = []
+        self.p = subprocess.Popen(
+            ["qemu-system-x86_64", "-nodefaults", "-display", "none", "-no-reboot",
+             "-machine", "q35,mem-merge=on", "-accel", "tcg", "-cpu", "qemu64", "-m", "96M",
+             "-kernel", kernel, "-initrd", initrd,
+             "-append", "console=ttyS0 panic=-1 quiet kunit.enable=0 nested.mib=%d" % mib,
+             "-chardev", "stdio,id=s0,signal=off", "-serial", "chardev:s0"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        self.name = "guest%d" % n
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self):
+        for raw in self.p.stdout:
+            self.lines.append(raw.decode(errors="replace").strip())
+
+    def wait_for(self, pattern, since, timeout):
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            for line in self.lines[since:]:
+                if re.search(pattern, line):
+                    return line
+            if self.p.poll() is not None:
+                return None
+            time.sleep(0.5)
+        return None
+
+    def check(self):
+        """Asks the guest to check every byte of its memory: True if it answers ok."""
+        since = len(self.lines)
+        self.p.stdin.write(b"check\n")
+        self.p.stdin.flush()
+        line = self.wait_for(r"^(ok \d+|BAD)", since, 300)
+        return line is not None and line.startswith("ok")
+
+    def stop(self):
+        self.p.kill()
+        self.p.wait()
+
+
+def merge_until_stable(w, base):
+    """Runs ksmd until pages_sharing has not grown for two full scans after the last growth;
+    returns (seconds to the last growth, pages_sharing gained)."""
+    ksm_write("run", 1)
+    best, best_t = base, None
+    scans_at_best = ksm_read("full_scans")
+    while True:
+        now, _, sharing = w.sample()
+        if sharing > best:
+            best, best_t, scans_at_best = sharing, now, ksm_read("full_scans")
+        elif ksm_read("full_scans") >= scans_at_best + 3:
+            break
+        if now > 900:
+            break
+        time.sleep(0.05)
+    ksm_write("run", 0)
+    return (best_t or 0), best - base
+
+
+def run_qemu(impl, mib, threads, reps, results):
+    """The paper's real-VM case: two guests booted, then merged (REPS times: `run=2` unmerges
+    between repetitions); then ksmd stops, a third guest boots and ksmd merges again."""
+    full_speed(threads)
+    ksm_write("run", 0)
+    say("qemu: booting two guests (TCG inside the VM)")
+    t0 = time.monotonic()
+    guests = [Guest(i, mib) for i in (1, 2)]
+    ok = all(g.wait_for(r"^ready", 0, 1200) for g in guests)
+    say("qemu: two guests ready after %.0f s" % (time.monotonic() - t0))
+
+    def record(workload, rep, seconds, pages, cpu, trace, verified):
+        mib_merged = pages * PAGE / 2**20
+        results.append({
+            "workload": workload, "impl": impl, "threads": threads, "rep": rep,
+            "mib_merged": round(mib_merged, 2), "seconds": round(seconds, 3),
+            "mib_per_s": round(mib_merged / seconds, 2) if seconds else 0,
+            "slab_bytes_per_page": None, "ksmd_cpu_s": round(cpu, 2),
+            "verified": verified, "check": "guests check their memory", "trace": trace,
+        })
+        say("  %s rep %d: %.1f MiB merged in %.2f s, guests %s"
+            % (workload, rep, mib_merged, seconds, "ok" if verified else "FAILED"))
+
+    for rep in range(reps):
+        ksm_write("run", 2)
+        ksm_write("run", 0)
+        cpu0 = ksmd_cpu()
+        w = Watch()
+        seconds, pages = merge_until_stable(w, 0)
+        verified = ok and all(g.check() for g in guests)
+        record("qemu2", rep, seconds, pages, ksmd_cpu() - cpu0, w.trace, verified)
+    say("qemu: ksmd stopped, booting a third guest")
+    guests.append(Guest(3, mib))
+    ok = ok and guests[2].wait_for(r"^ready", 0, 1200) is not None
+    base = ksm_read("pages_sharing")
+    cpu0 = ksmd_cpu()
+    w = Watch()
+    seconds, pages = merge_until_stable(w, base)
+    verified = ok and all(g.check() for g in guests)
+    record("qemu3", 0, seconds, pages, ksmd_cpu() - cpu0, w.trace, verified)
+    for g in guests:
+        g.stop()
+    ksm_write("run", 2)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--impl", required=True, choices=("c", "rust"))
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--mib", type=int, default=256)
+    ap.add_argument("--procs", type=int, default=2)
+    ap.add_argument("--modes", default="best,worst,prefix")
+    ap.add_argument("--threads", default="1", help="comma-separated scanner thread counts")
+    ap.add_argument("--selftest-mib", type=int, default=256)
+    ap.add_argument("--qemu-mib", type=int, default=16)
+    ap.add_argument("--parts", default="ksmpages,selftests,qemu")
+    args = ap.parse_args()
+    parts = args.parts.split(",")
+    threads = [int(t) for t in args.threads.split(",")]
+    if not threads_knob():
+        threads = [1]
+    saved = {k: ksm_read(k) for k in ("pages_to_scan", "sleep_millisecs")}
+    results = []
+    if "ksmpages" in parts:
+        for mode in args.modes.split(","):
+            for t in threads:
+                for rep in range(args.reps):
+                    say("%s x%d %d MiB, %d thread(s), run %d of %d"
+                        % (mode, args.procs, args.mib, t, rep + 1, args.reps))
+                    r = run_ksmpages(args.impl, mode, args.procs, args.mib, t, rep)
+                    say("  %.1f MiB in %.2f s (%.1f MiB/s; merging %.2f s), ksmd %.1f s CPU, "
+                        "slab %.1f B/page, %s" % (r["mib_merged"], r["seconds"], r["mib_per_s"],
+                                                 r["merge_seconds"], r["ksmd_cpu_s"],
+                                                 r["slab_bytes_per_page"],
+                                                 "verified" if r["verified"] else
+                                                 "FAILED: " + r["check"]))
+                    results.append(r)
+    if "selftests" in parts:
+        for flag in ("-P", "-H"):
+            for rep in range(args.reps):
+                say("ksm_tests %s -s %d, run %d of %d" % (flag, args.selftest_mib, rep + 1,
+                                                          args.reps))
+                r = run_selftest(args.impl, flag, args.selftest_mib, 1, rep)
+                say("  %.1f MiB/s, %s" % (r["mib_per_s"], "ok" if r["verified"] else
+                                          "FAILED: " + r["check"]))
+                results.append(r)
+    if "qemu" in parts:
+        run_qemu(args.impl, args.qemu_mib, 1, args.reps, results)
+    for k, v in saved.items():
+        ksm_write(k, v)
+    with open(args.out, "w") as f:
+        for r in results:
+            f.write(json.dumps(r) + "\n")
+    bad = [r for r in results if not r["verified"]]
+    for r in bad:
+        say("FAILED: %s %s rep %d: %s" % (r["impl"], r["workload"], r["rep"], r["check"]))
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
