@@ -28,6 +28,9 @@ run() { # suite name timeout command...
 	printf 'exit %d  %ds\n' "$rc" $(($(date +%s) - start))
 }
 
+# Which KSM runs: on rksm, no C KSM scanner in /proc/kallsyms (tests/vm/which_ksm.sh).
+run kernel ksm_implementation 60 sh "$top/tests/vm/which_ksm.sh" "$kernel"
+
 # The sysfs ABI first, while every knob still has its boot value (tests/vm/sysfs_abi.py).
 run sysfs abi 600 python3 "$top/tests/vm/sysfs_abi.py" "$out/sysfs/abi.record" "$top/build/tests/ksmpages"
 
