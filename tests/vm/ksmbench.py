@@ -287,7 +287,7 @@ def run_qemu(impl, mib, threads, reps, results):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--impl", required=True, choices=("c", "rust", "x"))
+    ap.add_argument("--impl", required=True, choices=("c", "rust"))
     ap.add_argument("--out", required=True)
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--mib", type=int, default=256)
