@@ -574,9 +574,9 @@ pub fn anon_page_at(vma: &VmArea, addr: usize) -> Option<HeldPage> {
 fn maps_ksm_page(vma: &VmArea, addr: usize) -> bool {
     let mut fw = MaybeUninit::<bindings::folio_walk>::zeroed();
     let flags = bindings::FW_MIGRATION | bindings::FW_ZEROPAGE;
+    let (fw_ptr, vma_ptr) = (fw.as_mut_ptr(), vma.as_raw());
     // SAFETY: As in `anon_page_at`.
-    let folio =
-        unsafe { bindings::folio_walk_start(fw.as_mut_ptr(), vma.as_raw(), addr as _, flags) };
+    let folio = unsafe { bindings::folio_walk_start(fw_ptr, vma_ptr, addr as _, flags) };
     if folio.is_null() {
         return false;
     }
@@ -610,10 +610,10 @@ pub fn break_ksm(vma: &VmArea, addr: usize, lock_vma: Option<&MmWriteLocked<'_>>
         }
         let flags =
             bindings::fault_flag_FAULT_FLAG_UNSHARE | bindings::fault_flag_FAULT_FLAG_REMOTE;
+        let vma_ptr = vma.as_raw();
         // SAFETY: The area is valid, its mmap lock held; without `FAULT_FLAG_ALLOW_RETRY` the
         // fault does not drop the lock.
-        let ret =
-            unsafe { bindings::handle_mm_fault(vma.as_raw(), addr as _, flags, ptr::null_mut()) };
+        let ret = unsafe { bindings::handle_mm_fault(vma_ptr, addr as _, flags, ptr::null_mut()) };
         if ret & stop != 0 {
             break ret;
         }

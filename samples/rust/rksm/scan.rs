@@ -264,8 +264,10 @@ pub(crate) fn set_run(flags: u32) -> Result {
     Ok(())
 }
 
-/// Sets `merge_across_nodes` (C's `merge_across_nodes_store()`).
-pub(crate) fn set_merge_across_nodes(on: bool) -> Result {
+/// Runs a sysfs store that changes the trees under the scan lock, then publishes the counters.
+fn change_trees(
+    f: impl FnOnce(&mut Trees<KsmBackend>, &KsmBackend, &mut KsmToken) -> Result,
+) -> Result {
     let k = ksm();
     let mut st = k.scan.lock();
     let ScanState {
@@ -274,24 +276,19 @@ pub(crate) fn set_merge_across_nodes(on: bool) -> Result {
         token,
         ..
     } = &mut *st;
-    let r = trees.set_merge_across_nodes(backend, token, on);
+    let r = f(trees, backend, token);
     st.publish();
     r
 }
 
+/// Sets `merge_across_nodes` (C's `merge_across_nodes_store()`).
+pub(crate) fn set_merge_across_nodes(on: bool) -> Result {
+    change_trees(|trees, backend, token| trees.set_merge_across_nodes(backend, token, on))
+}
+
 /// Sets `max_page_sharing` (C's `max_page_sharing_store()`).
 pub(crate) fn set_max_page_sharing(max: usize) -> Result {
-    let k = ksm();
-    let mut st = k.scan.lock();
-    let ScanState {
-        trees,
-        backend,
-        token,
-        ..
-    } = &mut *st;
-    let r = trees.set_max_page_sharing(backend, token, max);
-    st.publish();
-    r
+    change_trees(|trees, backend, token| trees.set_max_page_sharing(backend, token, max))
 }
 
 /// Forgets the scan-time advisor's history (it was just switched on).
