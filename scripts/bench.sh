@@ -6,12 +6,16 @@
 # (medians) and draws build/bench/memfree.png.
 # REPS (default 3), MIB per process (default 256), PROCS (2), MODES (best,worst,prefix),
 # PARTS (ksmpages,selftests,qemu), THREADS (scanner threads to try on rksm, default "1,2").
+# The kernels timed are built with FLAVOR=bench (the test config without lockdep and the other
+# costly debugging checks, kernel/config/bench.config); FLAVOR=test times the test kernels.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
 t0=$SECONDS
 EXTRA_PKGS=python3-matplotlib "$PROJECT/scripts/setup.sh"
-for k in c rust; do KSM=$k "$PROJECT/scripts/kernel.sh"; done
+FLAVOR=${FLAVOR:-bench}
+case $FLAVOR in bench) img=bzImage-bench ;; test) img=bzImage ;; *) die "FLAVOR: bench or test" ;; esac
+for k in c rust; do FLAVOR=$FLAVOR KSM=$k "$PROJECT/scripts/kernel.sh"; done
 "$PROJECT/scripts/selftests.sh"
 "$PROJECT/scripts/guest-progs.sh"
 
@@ -25,7 +29,7 @@ for k in c rust; do
 	threads=1
 	[ "$k" = rust ] && threads=${THREADS:-1,2}
 	say "bench on the $k kernel"
-	KSM=$k VM_RUN=$B/vm/bench-$k TIMEOUT=${BENCH_TIMEOUT:-7200} \
+	KSM=$k KERNEL=$B/$img-$k VM_RUN=$B/vm/bench-$k TIMEOUT=${BENCH_TIMEOUT:-7200} \
 		CMD="python3 $PROJECT/tests/vm/ksmbench.py --impl $k --out $B/bench/raw-$k.jsonl \
 --reps ${REPS:-3} --mib ${MIB:-256} --procs ${PROCS:-2} --modes ${MODES:-best,worst,prefix} \
 --parts ${PARTS:-ksmpages,selftests,qemu} --threads $threads" "$PROJECT/scripts/vm.sh" ||
@@ -33,5 +37,5 @@ for k in c rust; do
 done
 say "bench done in $(elapsed $((SECONDS - t0)))"
 # Debian's python has matplotlib (a pyenv python on PATH may not).
-/usr/bin/python3 "$PROJECT/tests/bench_report.py" --accel "$(cat "$B/vm/accel" 2>/dev/null || echo tcg)" \
+/usr/bin/python3 "$PROJECT/tests/bench_report.py" --accel "$(cat "$B/vm/accel" 2>/dev/null || echo tcg)" --config "$FLAVOR" \
 	"$B/bench/raw-c.jsonl" "$B/bench/raw-rust.jsonl"

@@ -2,11 +2,21 @@
 # make kernel KSM=rust|c: unpack the kernel once, add rksm's files and patches, configure, build with
 # ccache, and leave build/bzImage-$KSM. Both kernels share one tree, one output directory and one
 # config but for the KSM implementation choice, so switching is an incremental rebuild.
+#
+# FLAVOR=bench builds the kernels that make bench times instead: the same config without the
+# debugging options the tests want (lockdep, DEBUG_VM, KUnit; kernel/config/bench.config), in
+# build/obj-bench, leaving build/bzImage-bench-$KSM.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
 KSM=${KSM:-rust}
 case $KSM in rust|c) ;; *) die "KSM must be rust or c, not '$KSM'" ;; esac
+FLAVOR=${FLAVOR:-test}
+case $FLAVOR in
+test) NAME=$KSM ;;
+bench) NAME=bench-$KSM; OBJ=$B/obj-bench ;;
+*) die "FLAVOR must be test or bench, not '$FLAVOR'" ;;
+esac
 mkdir -p "$B/logs"
 
 # Which project files go where in the kernel tree.
@@ -20,7 +30,7 @@ tree_map() {
 inputs_hash() {
 	{
 		stat -c '%n %s %Y' "$TARBALL"
-		echo "$KSM ${CLIPPY:-0}"
+		echo "$KSM $FLAVOR ${CLIPPY:-0}"
 		cd "$PROJECT"
 		tree_map | while read -r p _; do sha256sum "$p"; done
 		sha256sum kernel/config/* kernel/patches/* scripts/kernel.sh scripts/lib.sh
@@ -74,16 +84,17 @@ apply_patches() {
 
 configure() {
 	local frags=("$PROJECT/kernel/config/base.config" "$PROJECT/kernel/config/ksm-$KSM.config")
+	[ "$FLAVOR" = bench ] && frags+=("$PROJECT/kernel/config/bench.config")
 	local key
 	key=$({ cat "${frags[@]}" "$SRC/.rksm-patches"/*.patch 2>/dev/null || true; } | sha256sum | cut -d' ' -f1)
 	[ -f "$OBJ/.config" ] && [ "$(cat "$OBJ/.rksm-config" 2>/dev/null)" = "$key" ] && return
-	say "configure: tinyconfig + kernel/config/base.config + ksm-$KSM.config"
+	say "configure: tinyconfig + $(printf '%s ' "${frags[@]#"$PROJECT/"}")"
 	mkdir -p "$OBJ"
 	kmake -s tinyconfig >/dev/null
 	(cd "$SRC" && scripts/kconfig/merge_config.sh -m -O "$OBJ" "$OBJ/.config" "${frags[@]}") \
-		> "$B/logs/config-$KSM.log"
-	kmake -s olddefconfig >> "$B/logs/config-$KSM.log" 2>&1
-	# Every option the fragments ask for must have survived olddefconfig.
+		> "$B/logs/config-$NAME.log"
+	kmake -s olddefconfig >> "$B/logs/config-$NAME.log" 2>&1
+	# Every option the fragments ask for (the last word on each) must have survived olddefconfig.
 	local bad=0 line sym
 	while read -r line; do
 		case $line in
@@ -93,17 +104,18 @@ configure() {
 			sym=${line#\# }; sym=${sym%% *}
 			! grep -q "^$sym=" "$OBJ/.config" || { echo "config: wanted $sym unset" >&2; bad=1; } ;;
 		esac
-	done < <(cat "${frags[@]}")
+	done < <(cat "${frags[@]}" | sed -n 's/^\(# \)\?\(CONFIG_[A-Za-z0-9_]*\)[= ].*/\2 &/p' |
+		awk '{ last[$1] = substr($0, length($1) + 2) } END { for (s in last) print last[s] }')
 	[ $bad = 0 ] || die "the kernel config lacks options the fragments ask for (see above)"
 	echo "$key" > "$OBJ/.rksm-config"
 }
 
 build() {
-	local log=$B/logs/kernel-$KSM.log steps=0 total last="" t0=$SECONDS next=0 line
+	local log=$B/logs/kernel-$NAME.log steps=0 total last="" t0=$SECONDS next=0 line
 	# A full build's step count, shown as the total when the tree builds from nothing.
 	total=0
 	[ -f "$OBJ/vmlinux" ] || total=$(cat "$OBJ/.rksm-steps" 2>/dev/null || echo 2070)
-	say "build KSM=$KSM (log: build/logs/kernel-$KSM.log)"
+	say "build KSM=$KSM FLAVOR=$FLAVOR (log: build/logs/kernel-$NAME.log)"
 	set +e
 	kmake -j"$(nproc)" ${CLIPPY:+CLIPPY=1} bzImage > "$log" 2>&1 &
 	local pid=$!
@@ -126,21 +138,21 @@ build() {
 	if [ $rc != 0 ]; then
 		grep -E 'error|warning|Error' "$log" | head -40 >&2 || true
 		tail -n 30 "$log" >&2
-		die "kernel build failed (KSM=$KSM), full log: build/logs/kernel-$KSM.log"
+		die "kernel build failed (KSM=$KSM), full log: build/logs/kernel-$NAME.log"
 	fi
 	# The project's code builds without compiler or clippy warnings (rustc's and clippy's start a
 	# line; clang's name the file). The kernel's own code is not ours to fix.
 	if grep -nE '^(warning|error)(\[|:)|(samples/rust/rksm|kunit_suite|rust/kernel/(mm|rb|ksm|kthread|sysfs|slab)).*: warning:' "$log" >&2; then
-		die "the kernel build printed warnings (KSM=$KSM), see build/logs/kernel-$KSM.log"
+		die "the kernel build printed warnings (KSM=$KSM), see build/logs/kernel-$NAME.log"
 	fi
 	[ $steps -gt 1000 ] && echo $steps > "$OBJ/.rksm-steps"
-	cp "$OBJ/arch/x86/boot/bzImage" "$B/bzImage-$KSM"
-	say "build/bzImage-$KSM ready ($steps steps, $(elapsed $((SECONDS - t0))))"
+	cp "$OBJ/arch/x86/boot/bzImage" "$B/bzImage-$NAME"
+	say "build/bzImage-$NAME ready ($steps steps, $(elapsed $((SECONDS - t0))))"
 }
 
 hash=$(inputs_hash)
-if [ -z "${FORCE:-}" ] && [ -f "$B/bzImage-$KSM" ] && [ "$(cat "$B/bzImage-$KSM.inputs" 2>/dev/null)" = "$hash" ]; then
-	say "build/bzImage-$KSM is up to date"
+if [ -z "${FORCE:-}" ] && [ -f "$B/bzImage-$NAME" ] && [ "$(cat "$B/bzImage-$NAME.inputs" 2>/dev/null)" = "$hash" ]; then
+	say "build/bzImage-$NAME is up to date"
 	exit 0
 fi
 unpack
@@ -148,4 +160,4 @@ apply_patches
 link_files
 configure
 build
-echo "$hash" > "$B/bzImage-$KSM.inputs"
+echo "$hash" > "$B/bzImage-$NAME.inputs"

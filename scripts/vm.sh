@@ -72,7 +72,7 @@ if [ "${KUNIT:-0}" = 1 ]; then
 fi
 APPEND_ALL="console=ttyS0 panic=-1 loglevel=7 $KUNIT_ARGS rksm.proj=$PROJECT rksm.run=$RUN ${APPEND:-}"
 
-say "boot bzImage-$KSM ($ACCEL, 2 vCPUs, 2 GiB, 2 NUMA nodes)"
+say "boot $(basename "$KERNEL") ($ACCEL, 2 vCPUs, 2 GiB, 2 NUMA nodes)"
 t0=$SECONDS
 set +e
 # shellcheck disable=SC2046

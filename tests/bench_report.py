@@ -3,7 +3,7 @@
 a table of medians with the rksm / C KSM ratio per workload, and build/bench/memfree.png (MemFree
 over time while merging, both kernels: the paper's vmstat trace as a plot).
 
-usage: bench_report.py [--accel tcg|kvm] RAW.jsonl...
+usage: bench_report.py [--accel tcg|kvm] [--config bench|test] RAW.jsonl...
 """
 
 import argparse
@@ -146,6 +146,7 @@ def plot(records, path):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--accel", default="tcg")
+    ap.add_argument("--config", default="bench")
     ap.add_argument("raw", nargs="+")
     args = ap.parse_args()
     records = load(args.raw)
@@ -154,6 +155,10 @@ def main():
         return 1
     vm = {"vcpus": 2, "memory_mib": 2048, "numa_nodes": 2, "accel": args.accel,
           "host_cpu": host_cpu(), "kernel": "6.12.117",
+          "kernel_config": {"bench": "test config without lockdep, DEBUG_VM, DEBUG_LIST, "
+                                     "DEBUG_ATOMIC_SLEEP (kernel/config/bench.config)",
+                            "test": "test config (lockdep, DEBUG_VM)"}.get(args.config,
+                                                                          args.config),
           "knobs": "sleep_millisecs=0 pages_to_scan=100000, others at boot values"}
     results = [{k: r.get(k) for k in FIELDS} | {"rep": r.get("rep"),
                                                 "merge_mib_per_s": r.get("merge_mib_per_s"),

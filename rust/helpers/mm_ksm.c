@@ -179,6 +179,11 @@ struct folio *rust_helper_pfn_folio(unsigned long pfn)
 	return pfn_folio(pfn);
 }
 
+struct page *rust_helper_pfn_to_page(unsigned long pfn)
+{
+	return pfn_to_page(pfn);
+}
+
 void *rust_helper_page_address(struct page *page)
 {
 	return page_address(page);

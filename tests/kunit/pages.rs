@@ -104,6 +104,21 @@ impl TestMapping {
     pub(crate) fn page(&self) -> usize {
         self.page.load(Relaxed)
     }
+
+    /// Maps page `page` instead (as a copy-on-write fault gives a process a new page).
+    pub(crate) fn remap(&self, page: usize) {
+        self.page.store(page, Relaxed);
+    }
+}
+
+/// The page an rmap_item of the test backend mapped when it went into the unstable tree (the
+/// test backend's [`Backend::peek_page`] reads it, as the kernel's reads the frame it noted).
+pub(crate) struct NotedPage(AtomicUsize);
+
+impl Default for NotedPage {
+    fn default() -> Self {
+        Self(AtomicUsize::new(usize::MAX))
+    }
 }
 
 /// A held test page.
@@ -224,13 +239,21 @@ impl TestPages {
 impl Backend for TestPages {
     type Mapping = TestMapping;
     type KsmPage = usize;
-    type ItemExtra = ();
+    type ItemExtra = NotedPage;
     type Page<'a> = Held<'a>;
     type Locked<'a> = ();
     type Token = TestToken;
 
     fn item_page(&self, mapping: &TestMapping) -> Option<Held<'_>> {
         self.hold(mapping.page())
+    }
+
+    fn peek_page(&self, item: &RmapItem<Self>) -> Option<Held<'_>> {
+        self.hold(item.extra().0.load(Relaxed))
+    }
+
+    fn note_page(&self, item: &RmapItem<Self>, page: &Held<'_>) {
+        item.extra().0.store(page.index, Relaxed);
     }
 
     fn ksm_page(&self, node: &StableNode<Self>) -> Option<Held<'_>> {

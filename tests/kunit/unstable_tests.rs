@@ -282,6 +282,52 @@ fn gives_up_on_same_or_gone_page() -> TestResult {
     Ok(())
 }
 
+/// A descent orders by the page an item mapped when it was inserted, but reports a match only
+/// with the page the item maps now: after the item's page is replaced by one with other
+/// contents, a key equal to the old page is not matched, and a match is never a page that
+/// differs from the key.
+fn peeked_page_is_confirmed() -> TestResult {
+    let mut p = TestPages::new(64, Pattern::Random(0x77)).check()?;
+    let a = items(64).check()?;
+    let mut tree = UnstableTree::new();
+    let mut s = Stats::default();
+    for i in shuffled(64, 3).check()? {
+        kunit_ensure_eq!(
+            lookup(&mut tree, &p, a[i].as_ref(), true, &mut s),
+            Seen::Inserted
+        );
+    }
+    // Items 0..32 now map fresh pages with other contents.
+    for i in 0..32 {
+        let fresh = p.push(Pattern::Random(0x99), i, 0).check()?;
+        a[i].mapping().remap(fresh);
+    }
+    for i in 0..64 {
+        // What item i mapped when it was inserted.
+        let old = p.push(Pattern::Random(0x77), i, 0).check()?;
+        let seen = probe(&mut tree, &p, old, &mut s).check()?;
+        if i < 32 {
+            kunit_ensure!(
+                !matches!(seen, Seen::Found(_)),
+                "page {} matched a page that was replaced",
+                i
+            );
+        } else {
+            kunit_ensure_eq!(seen, Seen::Found(i));
+        }
+        // What it maps now: a match, if any, is that page.
+        let now = p
+            .push(Pattern::Random(if i < 32 { 0x99 } else { 0x77 }), i, 0)
+            .check()?;
+        if let Seen::Found(j) = probe(&mut tree, &p, now, &mut s).check()? {
+            kunit_ensure_eq!(j, a[i].mapping().page());
+            kunit_ensure_eq!(p.naive_cmp(now, j), Ordering::Equal);
+        }
+    }
+    tree.reset();
+    Ok(())
+}
+
 kunit_suite!(
     "rksm_unstable",
     [
@@ -295,5 +341,6 @@ kunit_suite!(
         worst_case_hits_are_cheap_and_exact,
         mutation_misses_never_lies,
         gives_up_on_same_or_gone_page,
+        peeked_page_is_confirmed,
     ]
 );

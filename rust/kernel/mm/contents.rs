@@ -19,6 +19,8 @@ use core::{cmp::Ordering, marker::PhantomData, ptr::NonNull};
 
 const WORD: usize = core::mem::size_of::<u64>();
 const WORDS: usize = PAGE_SIZE / WORD;
+/// Words compared per test in [`PageBytes::compare_from`].
+const BLOCK: usize = 4;
 
 /// The outcome of comparing two pages.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -90,20 +92,39 @@ impl<'a> PageBytes<'a> {
     /// result that treats them so).
     pub fn compare_from(&self, other: &PageBytes<'_>, from: usize) -> Comparison {
         let first = from.min(PAGE_SIZE) / WORD;
-        for i in first..WORDS {
-            let (a, b) = (self.word(i), other.word(i));
-            if a != b {
+        let (a, b) = (self.ptr.as_ptr(), other.ptr.as_ptr());
+        // SAFETY: Both pages are mapped and 8-byte aligned for `'a` (type invariants), and every
+        // index below is under `WORDS`; volatile loads read what is there even if another CPU
+        // writes it.
+        let load = |p: *mut u64, i: usize| unsafe { p.add(i).read_volatile() };
+        let mut i = first;
+        // Blocks of four words with one test each (as `memcmp()` does words rather than bytes),
+        // then the word that differs.
+        while i + BLOCK <= WORDS {
+            let mut diff = 0;
+            for k in i..i + BLOCK {
+                diff |= load(a, k) ^ load(b, k);
+            }
+            if diff != 0 {
+                break;
+            }
+            i += BLOCK;
+        }
+        while i < WORDS {
+            let (x, y) = (load(a, i), load(b, i));
+            if x != y {
                 // The first differing byte is the lowest-addressed one; big-endian integers of
                 // the words order as their bytes do.
-                let at = i * WORD + first_diff_byte(a, b);
+                let at = i * WORD + first_diff_byte(x, y);
                 let order =
-                    u64::from_be_bytes(a.to_ne_bytes()).cmp(&u64::from_be_bytes(b.to_ne_bytes()));
+                    u64::from_be_bytes(x.to_ne_bytes()).cmp(&u64::from_be_bytes(y.to_ne_bytes()));
                 return Comparison {
                     order,
                     common: at,
                     read: (i + 1 - first) * WORD,
                 };
             }
+            i += 1;
         }
         Comparison {
             order: Ordering::Equal,
@@ -124,7 +145,11 @@ impl<'a> PageBytes<'a> {
 
     /// Whether every byte of the page is zero.
     pub fn is_zero(&self) -> bool {
-        (0..WORDS).all(|i| self.word(i) == 0)
+        let p = self.ptr.as_ptr();
+        (0..WORDS).step_by(BLOCK).all(|i| {
+            // SAFETY: As in `compare_from`: `i + k < WORDS`, inside the mapped page.
+            (0..BLOCK).fold(0, |acc, k| acc | unsafe { p.add(i + k).read_volatile() }) == 0
+        })
     }
 
     /// The checksum KSM keeps of a page to see whether it changes: the low 32 bits of the

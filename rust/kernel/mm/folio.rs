@@ -404,6 +404,42 @@ impl HeldPage {
         }
     }
 
+    /// Takes a reference on whatever the frame `pfn` holds now, if that is an ordinary
+    /// anonymous page that may be read: not free, not device memory, not hardware-poisoned.
+    ///
+    /// The reference is speculative, as GUP-fast and page cache lookups take theirs: the frame
+    /// may have been freed and reused since `pfn` was learnt, so the page says nothing about who
+    /// maps it now. Its bytes may be read while it is held; anything more needs the page found
+    /// again through a page table.
+    pub fn try_get_anon(pfn: Pfn) -> Option<Self> {
+        // SAFETY: `pfn` names memory that has a `struct page` (see `pfn_folio_raw`).
+        let page = unsafe { bindings::pfn_to_page(pfn.0 as _) };
+        let folio = loop {
+            // SAFETY: `page` is a `struct page`; `page_folio` reads its compound head, which
+            // names a `struct folio` even if the page is free or being split.
+            let folio = unsafe { bindings::page_folio(page) };
+            // SAFETY: `folio` is a `struct folio` that exists; `folio_try_get` takes a reference
+            // only if the count is not zero, that is, if the folio is not free.
+            if !unsafe { bindings::folio_try_get(folio) } {
+                return None;
+            }
+            // SAFETY: We hold a reference on `folio`: it cannot be freed, so `page` cannot join
+            // another folio; it may have been split before we got the reference, though.
+            if unsafe { bindings::page_folio(page) } == folio {
+                // SAFETY: We own the reference just taken on this valid folio.
+                break unsafe { ARef::from_raw(NonNull::new_unchecked(folio.cast::<Folio>())) };
+            }
+            // SAFETY: We own the reference just taken.
+            unsafe { bindings::folio_put(folio) };
+        };
+        if !folio.is_anon() || folio.is_zone_device() {
+            return None;
+        }
+        // SAFETY: `page` is a page of `folio` (checked under our reference).
+        let held = unsafe { Self::new(folio, page) };
+        (!held.page().is_hwpoison()).then_some(held)
+    }
+
     /// Holds the first page of `folio`.
     pub fn first_of(folio: ARef<Folio>) -> Self {
         let page = folio.page(0).as_raw();
@@ -490,6 +526,11 @@ impl Drop for PageLockGuard<'_> {
 pub struct Pfn(usize);
 
 impl Pfn {
+    /// A frame number known to have come from a folio once.
+    pub(super) fn from_value(value: usize) -> Self {
+        Self(value)
+    }
+
     /// The number.
     pub fn value(self) -> usize {
         self.0

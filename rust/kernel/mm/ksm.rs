@@ -17,7 +17,7 @@
 //! made by implementing [`KsmNode`], about when it frees nodes.
 
 use super::{
-    folio::{pfn_folio_raw, AtomicPfn, Folio, FolioGuard, FolioPage, HeldPage, LockedFolio},
+    folio::{pfn_folio_raw, AtomicPfn, Folio, FolioGuard, FolioPage, HeldPage, LockedFolio, Pfn},
     virt::VmArea,
     Mm, MmWriteLocked,
 };
@@ -32,7 +32,7 @@ use core::{
     mem::MaybeUninit,
     pin::Pin,
     ptr::{self, NonNull},
-    sync::atomic::{fence, AtomicPtr, Ordering},
+    sync::atomic::{fence, AtomicUsize, Ordering},
 };
 
 /// An anon_vma: the root of the reverse map of anonymous pages (C's `struct anon_vma`).
@@ -151,13 +151,17 @@ impl Drop for AnonVmaReadGuard<'_> {
 }
 
 /// A place for an anon_vma reference that can be filled and emptied through a shared reference
-/// (an rmap_item keeps one while its page is merged).
+/// (an rmap_item keeps one while its page is merged), or, while it holds none, for a hint: the
+/// frame of a page, with no reference on it (an rmap_item in the unstable tree keeps the frame
+/// its page was in, to read it again without walking page tables; see
+/// [`HeldPage::try_get_anon`]).
 ///
 /// # Invariants
 ///
-/// `ptr` is null or holds a reference count on the anon_vma it points to.
+/// `val` is 0 (empty), the address of an anon_vma on which the slot holds a reference count
+/// (bit 0 clear: an anon_vma is aligned), or `pfn << 1 | 1` (a hint).
 pub struct AnonVmaSlot {
-    ptr: AtomicPtr<bindings::anon_vma>,
+    val: AtomicUsize,
 }
 
 impl Default for AnonVmaSlot {
@@ -166,28 +170,60 @@ impl Default for AnonVmaSlot {
     }
 }
 
+const HINT: usize = 1;
+
 impl AnonVmaSlot {
     /// An empty slot.
     pub const fn new() -> Self {
         Self {
-            ptr: AtomicPtr::new(ptr::null_mut()),
+            val: AtomicUsize::new(0),
         }
     }
 
-    /// Puts `av` in the slot; gives back what was there.
-    pub fn set(&self, av: ARef<AnonVma>) -> Option<ARef<AnonVma>> {
-        let new = ARef::into_raw(av).as_ptr().cast::<bindings::anon_vma>();
-        // INVARIANT: The reference of `av` moves into the slot.
-        let old = self.ptr.swap(new, Ordering::AcqRel);
-        // SAFETY: A non-null `old` held a reference, which is handed back.
-        NonNull::new(old.cast::<AnonVma>()).map(|p| unsafe { ARef::from_raw(p) })
+    /// The reference that a value taken out of the slot held, if it was an anon_vma.
+    ///
+    /// # Safety
+    ///
+    /// `val` was in the slot and its reference, if any, is now the caller's.
+    unsafe fn owned(val: usize) -> Option<ARef<AnonVma>> {
+        if val & HINT != 0 {
+            return None;
+        }
+        // SAFETY: A non-zero value without the hint bit held a reference (type invariant), which
+        // is the caller's now.
+        NonNull::new(val as *mut AnonVma).map(|p| unsafe { ARef::from_raw(p) })
     }
 
-    /// Empties the slot, giving back its reference.
+    /// Puts `av` in the slot (replacing a hint); gives back the reference that was there.
+    pub fn set(&self, av: ARef<AnonVma>) -> Option<ARef<AnonVma>> {
+        let new = ARef::into_raw(av).as_ptr() as usize;
+        // INVARIANT: The reference of `av` moves into the slot.
+        let old = self.val.swap(new, Ordering::AcqRel);
+        // SAFETY: `old` was in the slot; its reference is ours now.
+        unsafe { Self::owned(old) }
+    }
+
+    /// Empties the slot (of a reference or a hint), giving back the reference.
     pub fn take(&self) -> Option<ARef<AnonVma>> {
-        let old = self.ptr.swap(ptr::null_mut(), Ordering::AcqRel);
-        // SAFETY: A non-null `old` held a reference, which is handed back.
-        NonNull::new(old.cast::<AnonVma>()).map(|p| unsafe { ARef::from_raw(p) })
+        let old = self.val.swap(0, Ordering::AcqRel);
+        // SAFETY: `old` was in the slot; its reference is ours now.
+        unsafe { Self::owned(old) }
+    }
+
+    /// Records the hint `pfn`, unless the slot holds a reference.
+    pub fn set_hint(&self, pfn: Pfn) {
+        // INVARIANT: A hint replaces only nothing or a hint: a reference is never lost.
+        let _ = self
+            .val
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |v| {
+                (v == 0 || v & HINT != 0).then_some(pfn.value() << 1 | HINT)
+            });
+    }
+
+    /// The hint, if the slot holds one.
+    pub fn hint(&self) -> Option<Pfn> {
+        let v = self.val.load(Ordering::Relaxed);
+        (v & HINT != 0).then(|| Pfn::from_value(v >> 1))
     }
 
     /// The anon_vma in the slot, without a reference of its own.
@@ -196,10 +232,13 @@ impl AnonVmaSlot {
     ///
     /// Nobody empties or refills the slot while the returned reference lives.
     pub unsafe fn get(&self) -> Option<&AnonVma> {
-        let p = self.ptr.load(Ordering::Acquire);
+        let v = self.val.load(Ordering::Acquire);
+        if v & HINT != 0 {
+            return None;
+        }
         // SAFETY: The slot's reference keeps the anon_vma, and by the safety requirements it is
         // not given up while the returned reference lives.
-        (!p.is_null()).then(|| unsafe { &*p.cast::<AnonVma>() })
+        (v != 0).then(|| unsafe { &*(v as *const AnonVma) })
     }
 }
 

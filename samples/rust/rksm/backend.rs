@@ -43,6 +43,17 @@ pub(crate) trait Backend: Sized {
     /// The page `mapping` maps now, if it is still there and may still be merged.
     fn item_page(&self, mapping: &Self::Mapping) -> Option<Self::Page<'_>>;
 
+    /// A page to order `item` by in the unstable tree without looking its mapping up: the page
+    /// it mapped when it was inserted ([`Backend::note_page`]), if that frame still holds a page
+    /// that may be read. The mapping may no longer map it; a match must be confirmed with
+    /// [`Backend::item_page`]. `None` when there is no such shortcut.
+    fn peek_page(&self, _item: &RmapItem<Self>) -> Option<Self::Page<'_>> {
+        None
+    }
+
+    /// `item`, which maps `page`, is going into the unstable tree.
+    fn note_page(&self, _item: &RmapItem<Self>, _page: &Self::Page<'_>) {}
+
     /// The KSM page of a stable node, or `None` if it is gone (the node is stale).
     fn ksm_page(&self, node: &StableNode<Self>) -> Option<Self::Page<'_>>;
 

@@ -175,6 +175,14 @@ impl Backend for KsmBackend {
         mmksm::anon_page_at(vma, m.addr()).map(Page)
     }
 
+    fn peek_page(&self, item: &RmapItem<Self>) -> Option<Page> {
+        HeldPage::try_get_anon(item.extra().hint()?).map(Page)
+    }
+
+    fn note_page(&self, item: &RmapItem<Self>, page: &Page) {
+        item.extra().set_hint(page.0.page().pfn());
+    }
+
     fn ksm_page(&self, node: &StableNode<Self>) -> Option<Page> {
         let pfn = node.ksm_page()?;
         let folio = mmksm::get_ksm_folio(node, pfn)?;

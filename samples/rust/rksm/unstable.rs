@@ -7,6 +7,12 @@
 //! balanced whatever they do; lookups may then go the wrong way and miss a match (a false
 //! negative), but never report one whose contents differ: a match is checked byte for byte. The
 //! tree is emptied at the start of every pass, which repairs whatever changed.
+//!
+//! A descent orders the key by the page each item mapped when it was inserted, taken again by
+//! its frame with a speculative reference ([`Backend::peek_page`]) instead of C's mmap lock and
+//! page table walk per node. The frame may hold another page by then: like a page that changed,
+//! that can only send the descent the wrong way. A match is confirmed by looking the item's
+//! mapping up as C does, and comparing with the page found there if it is another.
 
 use crate::backend::{Backend, Contents};
 use crate::compare::{verify_prefix, Descent, Stats};
@@ -120,11 +126,26 @@ impl<B: Backend> UnstableTree<B> {
         let mut descent = Descent::new(self.floor, skip_prefix);
         let mut hit: Option<B::Page<'a>> = None;
         let mut gave_up = false;
-        let walk = self
-            .tree
-            .walk_mut(|node| match backend.item_page(node.mapping()) {
+        let walk = self.tree.walk_mut(|node| {
+            // Order by the page the item mapped when it was inserted, read without taking the
+            // mmap lock or walking page tables; only a match needs the mapping looked up.
+            let peeked = backend
+                .peek_page(node)
+                .filter(|p| !backend.same_page(p, key));
+            if let Some(p) = &peeked {
+                let (step, _) = descent.compare(&key_bytes, &p.bytes());
+                if step != Step::Stop {
+                    return step;
+                }
+            }
+            match backend.item_page(node.mapping()) {
                 Some(page) if !backend.same_page(&page, key) => {
-                    let (step, _) = descent.compare(&key_bytes, &page.bytes());
+                    let step = if peeked.is_some_and(|p| backend.same_page(&p, &page)) {
+                        // The match is the page the item maps now.
+                        Step::Stop
+                    } else {
+                        descent.compare(&key_bytes, &page.bytes()).0
+                    };
                     if step == Step::Stop {
                         hit = Some(page);
                     }
@@ -135,11 +156,13 @@ impl<B: Backend> UnstableTree<B> {
                     gave_up = true;
                     Step::Stop
                 }
-            });
+            }
+        });
         descent.finish(stats);
         match walk {
             Walk::Vacant(place) => {
                 item.set_nid(tree_nid);
+                backend.note_page(&item, key);
                 match place.insert(item) {
                     Ok(_) => {
                         self.floor = descent.floor_after_insert(was_empty);
