@@ -234,6 +234,11 @@ bool rust_helper_folio_test_anon(struct folio *folio)
 	return folio_test_anon(folio);
 }
 
+bool rust_helper_folio_test_lru(struct folio *folio)
+{
+	return folio_test_lru(folio);
+}
+
 bool rust_helper_folio_test_ksm(struct folio *folio)
 {
 	return folio_test_ksm(folio);

@@ -89,6 +89,8 @@ impl Folio {
         is_anon => folio_test_anon,
         /// Whether the folio is a KSM folio.
         is_ksm => folio_test_ksm,
+        /// Whether the folio is on an LRU list (a page of a process or of the page cache).
+        is_lru => folio_test_lru,
         /// Whether the folio has more than one page.
         is_large => folio_test_large,
         /// Whether the folio is in the swap cache.
@@ -405,7 +407,10 @@ impl HeldPage {
     }
 
     /// Takes a reference on whatever the frame `pfn` holds now, if that is an ordinary
-    /// anonymous page that may be read: not free, not device memory, not hardware-poisoned.
+    /// anonymous page that may be read: on an LRU list and anonymous (not free, not a slab,
+    /// page table or other kernel page whose fields overlay `mapping`, which could look
+    /// anonymous), not device memory, not hardware-poisoned. A page of a process that is not on
+    /// an LRU list for the moment (in a per-CPU batch, isolated) is refused too.
     ///
     /// The reference is speculative, as GUP-fast and page cache lookups take theirs: the frame
     /// may have been freed and reused since `pfn` was learnt, so the page says nothing about who
@@ -432,7 +437,8 @@ impl HeldPage {
             // SAFETY: We own the reference just taken.
             unsafe { bindings::folio_put(folio) };
         };
-        if !folio.is_anon() || folio.is_zone_device() {
+        // Only LRU folios give `mapping` its anon/file meaning; PG_lru is tested first.
+        if !folio.is_lru() || !folio.is_anon() || folio.is_zone_device() {
             return None;
         }
         // SAFETY: `page` is a page of `folio` (checked under our reference).
