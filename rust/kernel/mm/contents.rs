@@ -29,7 +29,8 @@ pub struct Comparison {
     pub order: Ordering,
     /// The length of their common prefix in bytes (`PAGE_SIZE` when they are equal).
     pub common: usize,
-    /// How many bytes of each page the comparison read.
+    /// How many bytes of each page the comparison needed: from where it started up to and
+    /// including the first differing word (the loads themselves go in blocks of a few words).
     pub read: usize,
 }
 
