@@ -23,6 +23,15 @@
 //!   Since the token is not `Sync`, all holders of `&` are on one thread, whose operations do not
 //!   interleave.
 //!
+//! A token type may have several values at once, each with its own id (`define_token!(Name, n)`
+//! makes ids `0..n`), so that several threads can each work on their own share of the lists (KSM
+//! splits its trees into shards this way). A list and a [`TokenCell`] record the id of the token
+//! that governs them when they are made ([`HList::new_for`], [`TokenCell::new_for`]), and every
+//! operation checks it: a token of another id panics (`BUG()`) instead of touching the list.
+//! With several ids, elements must stay on lists of one id while a holder of another id can reach
+//! them: the element side of a list ([`owner_of`], [`unlink`]) reads the element's links before it
+//! can check the list's id.
+//!
 //! The rules of [`crate::search_tree`] keep the raw pointers valid: elements and heads are pinned,
 //! and links or a non-empty head panic (`BUG()`) when dropped.
 //!
@@ -85,43 +94,74 @@ use core::{
     marker::{PhantomData, PhantomPinned},
     pin::Pin,
     ptr,
-    sync::atomic::{AtomicUsize, Ordering},
+    sync::atomic::{AtomicU32, Ordering},
 };
 
-/// A type of which at most one value exists at any time, and which is not `Sync`.
+/// A type of which at most one value of each id exists at any time, and which is not `Sync`.
 ///
-/// Holding `&mut` of the value proves exclusive access to everything the type governs; holding
+/// Holding `&mut` of the value proves exclusive access to everything governed by its id; holding
 /// `&` of it proves that no one takes anything away meanwhile, and that the holder is the one
 /// thread that may use it.
 ///
 /// # Safety
 ///
-/// No two values of the implementing type may exist at the same time, and the type must not be
-/// `Sync`. Use [`define_token!`], which checks the first at run time and ensures the second.
-pub unsafe trait Token {}
+/// No two values of the implementing type with the same [`Token::id`] may exist at the same time,
+/// a value's id never changes, and the type must not be `Sync`. Use [`define_token!`], which
+/// checks the first at run time and ensures the others.
+pub unsafe trait Token {
+    /// The id of this value.
+    fn id(&self) -> usize;
+}
+
+/// Panics unless `token` has the id `id` (a list or cell governed by another token).
+#[track_caller]
+fn check_id<K: Token>(token: &K, id: u32) {
+    if token.id() != id as usize {
+        panic!("hlist: token {} used on a list of token {}", token.id(), id);
+    }
+}
 
 /// Defines a [`Token`] type: `define_token!(Name)` makes `Name`, whose only constructor
-/// `Name::acquire()` returns `None` while another `Name` exists.
+/// `Name::acquire()` returns `None` while another `Name` exists; `define_token!(Name, n)` makes
+/// one with ids `0..n`, whose `Name::acquire_nth(i)` returns `None` while another `Name` of id
+/// `i` exists (`acquire()` is `acquire_nth(0)`).
 #[macro_export]
 macro_rules! define_token {
     ($vis:vis $name:ident) => {
-        /// A token: at most one exists at a time (see [`kernel::hlist::Token`]).
+        $crate::define_token!($vis $name, 1);
+    };
+    ($vis:vis $name:ident, $n:expr) => {
+        /// A token: at most one of each id exists at a time (see [`kernel::hlist::Token`]).
         $vis struct $name {
+            id: u32,
             // Not `Sync`: shared references to the token stay on one thread.
             _not_sync: ::core::marker::PhantomData<::core::cell::Cell<()>>,
         }
 
         impl $name {
-            fn taken() -> &'static ::core::sync::atomic::AtomicBool {
-                static TAKEN: ::core::sync::atomic::AtomicBool =
+            /// How many ids there are.
+            #[allow(dead_code)]
+            $vis const IDS: usize = $n;
+
+            fn taken() -> &'static [::core::sync::atomic::AtomicBool; $n] {
+                #[allow(clippy::declare_interior_mutable_const)]
+                const FREE: ::core::sync::atomic::AtomicBool =
                     ::core::sync::atomic::AtomicBool::new(false);
+                static TAKEN: [::core::sync::atomic::AtomicBool; $n] = [FREE; $n];
                 &TAKEN
             }
 
-            /// The token, unless it exists already.
+            /// The token of id 0, unless it exists already.
             #[allow(dead_code)]
             $vis fn acquire() -> ::core::option::Option<Self> {
+                Self::acquire_nth(0)
+            }
+
+            /// The token of id `id`, unless it exists already or there is no such id.
+            #[allow(dead_code)]
+            $vis fn acquire_nth(id: usize) -> ::core::option::Option<Self> {
                 Self::taken()
+                    .get(id)?
                     .compare_exchange(
                         false,
                         true,
@@ -130,6 +170,7 @@ macro_rules! define_token {
                     )
                     .ok()
                     .map(|_| Self {
+                        id: id as u32,
                         _not_sync: ::core::marker::PhantomData,
                     })
             }
@@ -137,14 +178,20 @@ macro_rules! define_token {
 
         impl ::core::ops::Drop for $name {
             fn drop(&mut self) {
-                Self::taken().store(false, ::core::sync::atomic::Ordering::Release);
+                Self::taken()[self.id as usize]
+                    .store(false, ::core::sync::atomic::Ordering::Release);
             }
         }
 
-        // SAFETY: `acquire` is the only way to make a value, and it succeeds only while no other
-        // value exists (the flag is set while one does, and cleared when it is dropped). The
-        // `Cell` marker keeps the type from being `Sync`.
-        unsafe impl $crate::hlist::Token for $name {}
+        // SAFETY: `acquire_nth` is the only way to make a value, and it succeeds only while no
+        // other value of that id exists (its flag is set while one does, and cleared when it is
+        // dropped); the id is private and never changes. The `Cell` marker keeps the type from
+        // being `Sync`.
+        unsafe impl $crate::hlist::Token for $name {
+            fn id(&self) -> usize {
+                self.id as usize
+            }
+        }
     };
 }
 
@@ -184,10 +231,11 @@ pub trait HListOwner<T: HListNode, K: Token>: Sized {
 /// pinned, live `T` at `T::LINKS_OFFSET`, in list mode, whose head word is this list's address
 /// with bit 0 set; the first element's `pprev` points at `first`, every other's at its
 /// predecessor's `next`. If non-empty, the list lies at `Owner::HEAD_OFFSET` inside a pinned
-/// owner. The list is only changed with the token held exclusively.
+/// owner. The list is only changed with the token of id `id` held exclusively.
 pub struct HList<T: HListNode, K: Token> {
     first: Opaque<*mut ListWords>,
-    len: AtomicUsize,
+    len: AtomicU32,
+    id: u32,
     _p: PhantomData<(*const T, *const K)>,
     _pin: PhantomPinned,
 }
@@ -221,19 +269,34 @@ unsafe fn elem_of<'a, T: TreeNode>(words: *mut ListWords) -> &'a T {
 }
 
 impl<T: HListNode, K: Token> HList<T, K> {
-    /// An empty list.
+    /// An empty list governed by the token of id 0.
     pub const fn new() -> Self {
+        Self::with_id(0)
+    }
+
+    /// An empty list governed by `token`'s id.
+    pub fn new_for(token: &K) -> Self {
+        Self::with_id(token.id() as u32)
+    }
+
+    const fn with_id(id: u32) -> Self {
         Self {
             first: Opaque::new(ptr::null_mut()),
-            len: AtomicUsize::new(0),
+            len: AtomicU32::new(0),
+            id,
             _p: PhantomData,
             _pin: PhantomPinned,
         }
     }
 
+    /// The id of the token that governs the list.
+    pub fn token_id(&self) -> usize {
+        self.id as usize
+    }
+
     /// The number of elements.
     pub fn len(&self) -> usize {
-        self.len.load(Ordering::Relaxed)
+        self.len.load(Ordering::Relaxed) as usize
     }
 
     /// Whether the list is empty.
@@ -287,14 +350,16 @@ impl<T: HListNode, K: Token> HList<T, K> {
     ///
     /// Fails with `EINVAL` if `elem` has no links at its declared offset or the list is not at
     /// the owner's declared offset, and with `EBUSY` if `elem` is already in a tree or on a list.
-    pub fn push_front<O: HListOwner<T, K>>(owner: Pin<&O>, _token: &K, elem: Pin<&T>) -> Result {
+    pub fn push_front<O: HListOwner<T, K>>(owner: Pin<&O>, token: &K, elem: Pin<&T>) -> Result {
         let list = Self::of_owner(owner.get_ref())?;
+        check_id(token, list.id);
         let (words, links) = words_of(elem.get_ref()).ok_or(EINVAL)?;
         if links.is_linked() {
             return Err(EBUSY);
         }
         // SAFETY: `words` are free links at the element's checked offset; `owner` is pinned, so
-        // is its list, at its checked offset; `_token` is held, on this thread only.
+        // is its list, at its checked offset; `token`, of the list's id, is held, on this thread
+        // only.
         unsafe { list.link_front(words) };
         Ok(())
     }
@@ -305,21 +370,24 @@ impl<T: HListNode, K: Token> HList<T, K> {
     /// Fails, leaving the element in the tree, if the list is not at the owner's declared offset.
     pub fn move_from_tree<O: HListOwner<T, K>>(
         owner: Pin<&O>,
-        _token: &K,
+        token: &K,
         stopped: Occupied<'_, T, LinkTree<T>>,
     ) -> Result {
         let list = Self::of_owner(owner.get_ref())?;
+        check_id(token, list.id);
         let elem = stopped.unlink_linked();
         // `elem` was in the tree, so its links are at its checked offset, and it is pinned.
         let (words, _) = words_of(elem).ok_or(EINVAL)?;
         // SAFETY: The links were just unlinked from the tree (free now) and belong to a pinned
-        // element at its offset; `owner` is pinned; `_token` is held, on this thread only.
+        // element at its offset; `owner` is pinned; `token`, of the list's id, is held, on this
+        // thread only.
         unsafe { list.link_front(words) };
         Ok(())
     }
 
     /// The elements, newest first, for as long as the token is borrowed.
-    pub fn iter<'t>(&'t self, _token: &'t K) -> impl Iterator<Item = Pin<&'t T>> + 't {
+    pub fn iter<'t>(&'t self, token: &'t K) -> impl Iterator<Item = Pin<&'t T>> + 't {
+        check_id(token, self.id);
         // SAFETY: `first` is valid for reads; the shared token excludes writers.
         let mut cur = unsafe { *self.first.get() };
         core::iter::from_fn(move || {
@@ -339,7 +407,8 @@ impl<T: HListNode, K: Token> HList<T, K> {
     }
 
     /// Unlinks every element, calling `each` for each; returns how many there were.
-    pub fn clear(&self, _token: &mut K, each: impl FnMut(&T)) -> usize {
+    pub fn clear(&self, token: &mut K, each: impl FnMut(&T)) -> usize {
+        check_id(token, self.id);
         // SAFETY: The exclusive token excludes every other reader and writer.
         unsafe { self.clear_raw(each) }
     }
@@ -412,8 +481,10 @@ fn list_of<T: HListNode>(elem: &T) -> Option<(*mut ListWords, *const HList<T, T:
 }
 
 /// The owner of the list `elem` is on, for as long as the token is borrowed.
-pub fn owner_of<'t, T: HListNode>(elem: &T, _token: &'t T::Token) -> Option<&'t T::Owner> {
+pub fn owner_of<'t, T: HListNode>(elem: &T, token: &'t T::Token) -> Option<&'t T::Owner> {
     let (_, list) = list_of(elem)?;
+    // SAFETY: A list with an element on it is alive (see below).
+    check_id(token, unsafe { (*list).id });
     // SAFETY: A list with an element on it is alive (a non-empty list panics when dropped) and
     // lies at `HEAD_OFFSET` inside a pinned owner (checked when the element was linked); it cannot
     // be emptied, so its owner cannot be freed, while the token is borrowed.
@@ -434,10 +505,12 @@ pub fn is_on<T: HListNode>(elem: &T, owner: &T::Owner) -> bool {
 }
 
 /// Takes `elem` off the list it is on; `false` if it is on none. O(1).
-pub fn unlink<T: HListNode>(elem: &T, _token: &mut T::Token) -> bool {
+pub fn unlink<T: HListNode>(elem: &T, token: &mut T::Token) -> bool {
     let Some((words, list)) = list_of(elem) else {
         return false;
     };
+    // SAFETY: A list with an element on it is alive.
+    check_id(token, unsafe { (*list).id });
     // SAFETY: `words` are on `list`, which is alive (it has an element); the exclusive token
     // excludes every other reader and writer. Unlinking repoints the neighbours.
     unsafe {
@@ -459,6 +532,7 @@ pub fn unlink<T: HListNode>(elem: &T, _token: &mut T::Token) -> bool {
 /// `T: Unpin`: handing out `&mut T` must not let pinned data move.
 pub struct TokenCell<T: Unpin, K: Token> {
     value: core::cell::UnsafeCell<T>,
+    id: u32,
     _k: PhantomData<*const K>,
 }
 
@@ -468,24 +542,37 @@ unsafe impl<T: Unpin + Send, K: Token> Send for TokenCell<T, K> {}
 unsafe impl<T: Unpin + Send + Sync, K: Token> Sync for TokenCell<T, K> {}
 
 impl<T: Unpin, K: Token> TokenCell<T, K> {
-    /// A cell holding `value`.
+    /// A cell holding `value`, governed by the token of id 0.
     pub const fn new(value: T) -> Self {
         Self {
             value: core::cell::UnsafeCell::new(value),
+            id: 0,
+            _k: PhantomData,
+        }
+    }
+
+    /// A cell holding `value`, governed by `token`'s id.
+    pub fn new_for(value: T, token: &K) -> Self {
+        Self {
+            value: core::cell::UnsafeCell::new(value),
+            id: token.id() as u32,
             _k: PhantomData,
         }
     }
 
     /// The value, for as long as the token is borrowed.
-    pub fn get<'t>(&'t self, _token: &'t K) -> &'t T {
-        // SAFETY: Only a holder of `&mut K` writes the value, and `K` is unique: while `&K` is
-        // borrowed, nobody can.
+    pub fn get<'t>(&'t self, token: &'t K) -> &'t T {
+        check_id(token, self.id);
+        // SAFETY: Only a holder of `&mut K` of the cell's id writes the value, and there is one
+        // `K` of that id: while it is borrowed, nobody can.
         unsafe { &*self.value.get() }
     }
 
     /// The value, to change, for as long as the token is borrowed exclusively.
-    pub fn get_mut<'t>(&'t self, _token: &'t mut K) -> &'t mut T {
-        // SAFETY: `K` is unique and borrowed exclusively: no other reference to the value exists.
+    pub fn get_mut<'t>(&'t self, token: &'t mut K) -> &'t mut T {
+        check_id(token, self.id);
+        // SAFETY: The one `K` of the cell's id is borrowed exclusively: no other reference to the
+        // value exists.
         unsafe { &mut *self.value.get() }
     }
 
@@ -497,19 +584,25 @@ impl<T: Unpin, K: Token> TokenCell<T, K> {
 
 /// Takes every element off the list `elem` is on (`elem` too), calling `each` for each; returns
 /// how many there were (0 if `elem` is on no list).
-pub fn clear_list_of<T: HListNode>(elem: &T, _token: &mut T::Token, each: impl FnMut(&T)) -> usize {
+pub fn clear_list_of<T: HListNode>(elem: &T, token: &mut T::Token, each: impl FnMut(&T)) -> usize {
     let Some((_, list)) = list_of(elem) else {
         return 0;
     };
+    // SAFETY: A list with an element on it is alive.
+    check_id(token, unsafe { (*list).id });
     // SAFETY: `list` has an element, so it is alive; the exclusive token is held.
     unsafe { (*list).clear_raw(each) }
 }
 
 /// The length of the list `elem` is on (0 if none).
-pub fn list_len_of<T: HListNode>(elem: &T, _token: &T::Token) -> usize {
+pub fn list_len_of<T: HListNode>(elem: &T, token: &T::Token) -> usize {
     match list_of(elem) {
-        // SAFETY: `list` has an element, so it is alive; the shared token keeps it so.
-        Some((_, list)) => unsafe { (*list).len() },
+        Some((_, list)) => {
+            // SAFETY: `list` has an element, so it is alive; the shared token keeps it so.
+            let list = unsafe { &*list };
+            check_id(token, list.id);
+            list.len()
+        }
         None => 0,
     }
 }

@@ -182,6 +182,12 @@ impl WaitQueue {
         };
     }
 
+    /// Wakes every sleeper (C's `wake_up_all()`).
+    pub fn wake_up_all(&self) {
+        // SAFETY: The queue is initialised (type invariant).
+        unsafe { bindings::__wake_up(self.raw(), bindings::TASK_NORMAL, 0, core::ptr::null_mut()) };
+    }
+
     /// Sleeps freezably until `cond()` holds, or `timeout` jiffies passed (C's
     /// `wait_event_freezable(_timeout)`): a suspend may freeze the sleeper. Returns the jiffies
     /// left (at least 1 if the condition came true, 0 if the time ran out). As in C, a timeout
@@ -214,5 +220,177 @@ impl WaitQueue {
         // SAFETY: The entry was queued by `prepare_to_wait_event`.
         unsafe { bindings::finish_wait(self.raw(), entry.as_mut_ptr()) };
         left as usize
+    }
+}
+
+/// A job lent to a [`Crew`]: a closure whose lifetime [`Crew::run`] erased.
+#[derive(Clone, Copy)]
+struct Job(*const (dyn Fn() + Sync));
+
+// SAFETY: The closure is `Sync`, so it may be called from any thread; `Crew::run` keeps it alive
+// while any thread may call it.
+unsafe impl Send for Job {}
+
+/// What a [`Crew`]'s lock protects.
+struct CrewState {
+    /// The job on offer, while [`Crew::run`] runs.
+    job: Option<Job>,
+    /// Counts the jobs offered, so that a helper joins each at most once.
+    round: u64,
+    /// How many more helpers may join the job on offer.
+    room: usize,
+    /// How many helpers are running the job.
+    busy: usize,
+}
+
+/// Kernel threads that help one leading thread run a job: a fork and join in which the leader and
+/// the helpers that join all call the same closure, which shares the work out itself (taking
+/// items from a shared counter, say), and the leader goes on only once every helper that
+/// joined has returned from it.
+///
+/// Helpers are kernel threads that call [`Crew::serve`]; a crew with no helper serving it runs
+/// every job on the leader alone. Helpers that are frozen, or busy elsewhere, simply do not join:
+/// the leader never waits for a helper to start, only for those that started to finish.
+///
+/// # Invariants
+///
+/// `state.job` is `Some` only while [`Crew::run`] runs, and then points to the closure it was
+/// given; `run` returns only once the job is withdrawn and `state.busy` is 0.
+#[pin_data]
+pub struct Crew {
+    #[pin]
+    state: crate::sync::SpinLock<CrewState>,
+    #[pin]
+    start: WaitQueue,
+    #[pin]
+    done: WaitQueue,
+}
+
+impl Crew {
+    /// A crew with no job on offer.
+    pub fn new() -> impl PinInit<Self> {
+        pin_init!(Self {
+            state <- crate::new_spinlock!(
+                CrewState {
+                    job: None,
+                    round: 0,
+                    room: 0,
+                    busy: 0,
+                },
+                "crew_state"
+            ),
+            start <- WaitQueue::new(crate::c_str!("crew_start"), crate::static_lock_class!()),
+            done <- WaitQueue::new(crate::c_str!("crew_done"), crate::static_lock_class!()),
+        })
+    }
+
+    /// Runs `job` on the calling thread and on up to `helpers` helpers at once; returns once
+    /// every call has returned.
+    pub fn run(&self, helpers: usize, job: &(dyn Fn() + Sync)) {
+        if helpers == 0 {
+            job();
+            return;
+        }
+        // SAFETY: Only the lifetime changes (the pointer types have the same layout). The
+        // pointer is called only by helpers that join while the job is on offer; it is withdrawn
+        // below before this function waits for every helper that joined to return, so no call
+        // outlives the borrow of `job`.
+        let raw: *const (dyn Fn() + Sync + 'static) = unsafe {
+            core::mem::transmute::<*const (dyn Fn() + Sync + '_), *const (dyn Fn() + Sync + 'static)>(
+                job,
+            )
+        };
+        {
+            let mut st = self.state.lock();
+            // INVARIANT: `run` is running and waits below for every helper that joins.
+            st.job = Some(Job(raw));
+            st.round = st.round.wrapping_add(1);
+            st.room = helpers;
+        }
+        self.start.wake_up_all();
+        job();
+        self.state.lock().job = None;
+        self.done.wait_freezable(|| self.state.lock().busy == 0, None);
+    }
+
+    /// Serves the crew as a helper until the thread is asked to stop: sleeps (freezably) until a
+    /// job is on offer that has room, and joins it.
+    pub fn serve(&self) {
+        let mut seen = 0u64;
+        let open = |seen: u64| {
+            let st = self.state.lock();
+            st.job.is_some() && st.round != seen && st.room > 0
+        };
+        while !should_stop() {
+            self.start.wait_freezable(|| should_stop() || open(seen), None);
+            let job = {
+                let mut st = self.state.lock();
+                match st.job {
+                    Some(job) if st.round != seen && st.room > 0 => {
+                        st.room -= 1;
+                        st.busy += 1;
+                        seen = st.round;
+                        job
+                    }
+                    _ => continue,
+                }
+            };
+            // SAFETY: The job was on offer when this helper joined (counted in `busy`); `run`
+            // keeps the closure alive until `busy` drops back to 0 (type invariant).
+            unsafe { (*job.0)() };
+            let idle = {
+                let mut st = self.state.lock();
+                st.busy -= 1;
+                st.busy == 0
+            };
+            if idle {
+                self.done.wake_up_all();
+            }
+        }
+    }
+}
+
+/// The elements of a slice shared out among the threads of a [`Crew`] job: each element goes,
+/// to change, to exactly one of the threads that call [`WorkList::take`].
+///
+/// # Invariants
+///
+/// `ptr` and `len` are those of a slice borrowed mutably for `'a`; `next` counts the elements
+/// handed out (the first `min(next, len)`), each at most once.
+pub struct WorkList<'a, T> {
+    ptr: *mut T,
+    len: usize,
+    next: core::sync::atomic::AtomicUsize,
+    _slice: core::marker::PhantomData<&'a mut [T]>,
+}
+
+// SAFETY: Every element goes to one thread only (`take`), so sharing the list only moves
+// exclusive access to elements between threads, which `T: Send` allows.
+unsafe impl<T: Send> Sync for WorkList<'_, T> {}
+
+impl<'a, T> WorkList<'a, T> {
+    /// A list of the elements of `slice`, in order.
+    pub fn new(slice: &'a mut [T]) -> Self {
+        // INVARIANT: The slice is borrowed mutably for `'a`; nothing was handed out.
+        Self {
+            ptr: slice.as_mut_ptr(),
+            len: slice.len(),
+            next: core::sync::atomic::AtomicUsize::new(0),
+            _slice: core::marker::PhantomData,
+        }
+    }
+
+    /// The next element no thread took yet, if any.
+    pub fn take(&self) -> Option<&mut T> {
+        let i = self.next.fetch_add(1, core::sync::atomic::Ordering::Relaxed);
+        if i >= self.len {
+            // Keep the counter from wrapping around, however often it is asked.
+            self.next.store(self.len, core::sync::atomic::Ordering::Relaxed);
+            return None;
+        }
+        // SAFETY: `i < len`, so the element is in the slice, borrowed mutably for `'a`, which
+        // outlives `&self`; the counter hands out each index once, so no other reference to this
+        // element exists.
+        Some(unsafe { &mut *self.ptr.add(i) })
     }
 }

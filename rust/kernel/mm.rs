@@ -190,8 +190,9 @@ impl Mm {
 }
 
 /// The KSM counters of an address space (`mm_struct::ksm_merging_pages`, `ksm_rmap_items` and
-/// `ksm_zero_pages`). The first two are written by KSM alone, under its own lock, and read
-/// without locks by `/proc`; the third is an atomic that page-table code changes too.
+/// `ksm_zero_pages`). The first two are written by KSM alone, with atomic read-modify-writes
+/// (several scanner threads may count for one address space at once), and read without locks by
+/// `/proc`; the third is an atomic that page-table code changes too.
 pub struct KsmCounters<'a> {
     mm: &'a Mm,
 }
@@ -204,12 +205,11 @@ impl KsmCounters<'_> {
         unsafe { bindings::mm_ksm_merging_pages(self.mm.as_raw()).read_volatile() as usize }
     }
 
-    /// Adds `delta` to the merged pages. KSM serializes its own updates.
+    /// Adds `delta` to the merged pages.
     pub fn add_merging_pages(&self, delta: isize) {
-        let v = self.merging_pages().wrapping_add_signed(delta);
-        // SAFETY: The field is valid; only KSM writes it, under its lock; a volatile write lets
-        // lockless readers see either value.
-        unsafe { bindings::mm_ksm_merging_pages(self.mm.as_raw()).write_volatile(v as _) };
+        // SAFETY: The helper returns the address of the field of a valid structure.
+        let word = unsafe { bindings::mm_ksm_merging_pages(self.mm.as_raw()) };
+        add_word(word, delta);
     }
 
     /// rmap_items KSM keeps for this address space.
@@ -218,11 +218,11 @@ impl KsmCounters<'_> {
         unsafe { bindings::mm_ksm_rmap_items(self.mm.as_raw()).read_volatile() as usize }
     }
 
-    /// Adds `delta` to the rmap_items. KSM serializes its own updates.
+    /// Adds `delta` to the rmap_items.
     pub fn add_rmap_items(&self, delta: isize) {
-        let v = self.rmap_items().wrapping_add_signed(delta);
-        // SAFETY: As in `add_merging_pages`.
-        unsafe { bindings::mm_ksm_rmap_items(self.mm.as_raw()).write_volatile(v as _) };
+        // SAFETY: The helper returns the address of the field of a valid structure.
+        let word = unsafe { bindings::mm_ksm_rmap_items(self.mm.as_raw()) };
+        add_word(word, delta);
     }
 
     /// Zero pages KSM mapped into this address space.
@@ -230,6 +230,16 @@ impl KsmCounters<'_> {
         // SAFETY: The structure is valid; the field is an `atomic_long_t`.
         unsafe { bindings::mm_ksm_zero_pages(self.mm.as_raw()) as isize }
     }
+}
+
+/// Adds `delta` to the `unsigned long` counter at `word`, a field of a live `mm_struct` that
+/// only KSM writes.
+fn add_word(word: *mut usize, delta: isize) {
+    // SAFETY: `word` is a valid, aligned `unsigned long` (a `usize`) for as long as the address
+    // space lives, which the caller's `&Mm` ensures; every writer goes through this atomic
+    // read-modify-write, and the C readers do single aligned loads, which do not tear.
+    let a = unsafe { core::sync::atomic::AtomicUsize::from_ptr(word) };
+    a.fetch_add(delta as usize, core::sync::atomic::Ordering::Relaxed);
 }
 
 /// The mmap lock of an address space, held for reading.

@@ -51,34 +51,62 @@ selftest)
 esac
 run ksm_tests M          300 "$st/ksm_tests" -M
 [ "$fault" = selftest ] && pkill -f 'build/tests/ksmpages' && pkill -x sleep
-run ksm_tests M_t1       300 "$st/ksm_tests" -M -t 1
-run ksm_tests U          300 "$st/ksm_tests" -U
-run ksm_tests Z_z0       300 "$st/ksm_tests" -Z -z 0
-run ksm_tests Z_z1       300 "$st/ksm_tests" -Z -z 1
-# -N -m 1 assumes ksmd visits every page on every pass, which smart_scan (on by default since
-# 6.7) does not promise: it runs with smart_scan=0 (README, "Upstream tests and their settings").
-smart=$(cat /sys/kernel/mm/ksm/smart_scan)
-echo 0 > /sys/kernel/mm/ksm/smart_scan
-run ksm_tests N_m1       300 "$st/ksm_tests" -N -m 1
-echo "$smart" > /sys/kernel/mm/ksm/smart_scan
-run ksm_tests N_m0       300 "$st/ksm_tests" -N -m 0
-run ksm_tests P          600 "$st/ksm_tests" -P -s 64
-run ksm_tests H          600 "$st/ksm_tests" -H -s 64
-run ksm_tests C          300 "$st/ksm_tests" -C
-run ksm_functional_tests all 600 ./ksm_functional_tests
+selftests() { # suite-name suffix
+	sfx=$1
+	# -M alone runs first, above, with the FAULT hook; later rounds run it here.
+	[ -n "$sfx" ] && run "ksm_tests$sfx" M 300 "$st/ksm_tests" -M
+	run "ksm_tests$sfx" M_t1       300 "$st/ksm_tests" -M -t 1
+	run "ksm_tests$sfx" U          300 "$st/ksm_tests" -U
+	run "ksm_tests$sfx" Z_z0       300 "$st/ksm_tests" -Z -z 0
+	run "ksm_tests$sfx" Z_z1       300 "$st/ksm_tests" -Z -z 1
+	# -N -m 1 assumes ksmd visits every page on every pass, which smart_scan (on by default since
+	# 6.7) does not promise: it runs with smart_scan=0 (README, "Upstream tests and their settings").
+	smart=$(cat /sys/kernel/mm/ksm/smart_scan)
+	echo 0 > /sys/kernel/mm/ksm/smart_scan
+	run "ksm_tests$sfx" N_m1       300 "$st/ksm_tests" -N -m 1
+	echo "$smart" > /sys/kernel/mm/ksm/smart_scan
+	run "ksm_tests$sfx" N_m0       300 "$st/ksm_tests" -N -m 0
+	run "ksm_tests$sfx" P          600 "$st/ksm_tests" -P -s 64
+	run "ksm_tests$sfx" H          600 "$st/ksm_tests" -H -s 64
+	run "ksm_tests$sfx" C          300 "$st/ksm_tests" -C
+	run "ksm_functional_tests$sfx" all 600 ./ksm_functional_tests
+}
+
+# rksm's own workloads: full merge, every byte back, COW privacy, unmerge.
+workloads() { # suite-name suffix
+	sfx=$1
+	for mode in best worst prefix; do
+		for procs in 2 3; do
+			run "workloads$sfx" "${mode}_x$procs" 900 python3 "$top/tests/vm/ksmrun.py" --tap \
+				--quiet --mode $mode --procs $procs --mib 16 --cow --unmerge
+		done
+	done
+	run "workloads$sfx" random_x2 900 python3 "$top/tests/vm/ksmrun.py" --tap --quiet \
+		--mode random --procs 2 --mib 16
+}
+
+selftests ""
 cd "$top" || exit 1
 
 # What 6.12's test_prctl_fork_exec means to check, done right (see tests/vm/prctl_fork_exec.c).
 run prctl prctl_fork_exec 300 "$top/build/tests/prctl_fork_exec"
 
-# rksm's own workloads: full merge, every byte back, COW privacy, unmerge.
-for mode in best worst prefix; do
-	for procs in 2 3; do
-		run workloads "${mode}_x$procs" 900 python3 "$top/tests/vm/ksmrun.py" --tap --quiet \
-			--mode $mode --procs $procs --mib 16 --cow --unmerge
-	done
-done
-run workloads random_x2 900 python3 "$top/tests/vm/ksmrun.py" --tap --quiet --mode random --procs 2 --mib 16
+workloads ""
+
+# rksm with two scanner threads (its scan_threads knob): the selftests and workloads again.
+threads=/sys/kernel/mm/ksm/scan_threads
+if [ -e $threads ]; then
+	if echo 2 > $threads; then
+		cd "$st" || exit 1
+		selftests _2threads
+		cd "$top" || exit 1
+		workloads _2threads
+		run threads back_to_1 60 sh -c "echo 1 > $threads && test \"\$(cat $threads)\" = 1 &&
+			echo 'ok 1 - scan_threads back to 1'"
+	else
+		run threads set_2 60 echo "not ok 1 - scan_threads refused 2"
+	fi
+fi
 
 # Merged pages through swap, migration, per-node trees, memory failure and soft offline, and the
 # trace events (tests/vm/ksmlife.py). Last: it poisons pages for good and leaves zram swap on.

@@ -25,9 +25,19 @@ pub(crate) struct RmapItem<B: Backend> {
     checksum: AtomicU32,
     age: AtomicU8,
     skips: AtomicU8,
-    nid: AtomicU16,
+    /// The shard (high bits) and the index of its trees (low bits) the item was last put in.
+    whereabouts: AtomicU16,
     extra: B::ItemExtra,
 }
+
+/// The bits of [`RmapItem::whereabouts`] that hold the tree index.
+const NID_BITS: u32 = 12;
+
+/// The most shards an item can record (see [`RmapItem::shard`]).
+pub(crate) const MAX_SHARDS: usize = 1 << (16 - NID_BITS);
+
+/// The most tree indices (NUMA nodes) an item can record.
+pub(crate) const MAX_NIDS: usize = 1 << NID_BITS;
 
 /// Where an [`RmapItem`] is.
 pub(crate) enum Place<'t, B: Backend> {
@@ -52,7 +62,7 @@ impl<B: Backend> RmapItem<B> {
             checksum: AtomicU32::new(0),
             age: AtomicU8::new(0),
             skips: AtomicU8::new(0),
-            nid: AtomicU16::new(0),
+            whereabouts: AtomicU16::new(0),
             extra: B::ItemExtra::default(),
         }
     }
@@ -67,7 +77,7 @@ impl<B: Backend> RmapItem<B> {
         match self.links.linked() {
             Linked::Free => Place::Loose,
             Linked::InTree => Place::Unstable {
-                nid: self.nid.load(Relaxed).into(),
+                nid: usize::from(self.whereabouts.load(Relaxed)) % MAX_NIDS,
             },
             Linked::OnList => match hlist::owner_of(self, token) {
                 Some(node) => Place::Stable(node),
@@ -115,8 +125,25 @@ impl<B: Backend> RmapItem<B> {
         &self.extra
     }
 
+    /// Records the index of the tree the item goes into (below `MAX_NIDS`).
     pub(crate) fn set_nid(&self, nid: usize) {
-        self.nid.store(nid as u16, Relaxed);
+        let w = self.whereabouts.load(Relaxed) & !(MAX_NIDS as u16 - 1);
+        self.whereabouts
+            .store(w | (nid % MAX_NIDS) as u16, Relaxed);
+    }
+
+    /// The shard whose trees the item was last put in (0 for a new item): the one whose lock
+    /// is taken to see where it is. Only the thread that works on the item's page changes it,
+    /// while the item is in no tree.
+    pub(crate) fn shard(&self) -> usize {
+        usize::from(self.whereabouts.load(Relaxed)) >> NID_BITS
+    }
+
+    /// Records that the item goes into the trees of `shard` (below `MAX_SHARDS`).
+    pub(crate) fn set_shard(&self, shard: usize) {
+        let w = self.whereabouts.load(Relaxed) & (MAX_NIDS as u16 - 1);
+        self.whereabouts
+            .store(w | ((shard % MAX_SHARDS) << NID_BITS) as u16, Relaxed);
     }
 }
 

@@ -38,6 +38,8 @@ pub(crate) static ADVISOR_MAX_CPU: AtomicU32 = AtomicU32::new(70);
 pub(crate) static ADVISOR_MIN_PAGES: AtomicUsize = AtomicUsize::new(500);
 /// `advisor_max_pages_to_scan`.
 pub(crate) static ADVISOR_MAX_PAGES: AtomicUsize = AtomicUsize::new(30000);
+/// `scan_threads`: how many threads scan (rksm's own; 1, C KSM's one `ksmd`, by default).
+pub(crate) static SCAN_THREADS: AtomicU32 = AtomicU32::new(1);
 /// `advisor_target_scan_time` (seconds).
 pub(crate) static ADVISOR_TARGET_SCAN_TIME: AtomicUsize = AtomicUsize::new(200);
 
@@ -118,6 +120,7 @@ show_value!(show_advisor_max_cpu, ADVISOR_MAX_CPU.load(Relaxed));
 show_value!(show_advisor_min_pages, ADVISOR_MIN_PAGES.load(Relaxed));
 show_value!(show_advisor_max_pages, ADVISOR_MAX_PAGES.load(Relaxed));
 show_value!(show_advisor_target, ADVISOR_TARGET_SCAN_TIME.load(Relaxed));
+show_value!(show_scan_threads, SCAN_THREADS.load(Relaxed));
 
 fn show_volatile(b: &mut ShowBuf) -> core::fmt::Result {
     // Not worth any locking, as in C; so it may come out negative: hide that.
@@ -248,6 +251,10 @@ fn store_advisor_target(s: &CStr) -> Result {
     Ok(())
 }
 
+fn store_scan_threads(s: &CStr) -> Result {
+    scan::set_scan_threads(inval(sysfs::kstrtouint(s))?)
+}
+
 const RW: u16 = 0o644;
 const RO: u16 = 0o444;
 
@@ -270,8 +277,8 @@ macro_rules! attr {
     };
 }
 
-/// The files of `/sys/kernel/mm/ksm`, in C KSM's order.
-pub(crate) static ATTRS: [Attribute; 24] = [
+/// The files of `/sys/kernel/mm/ksm`, in C KSM's order, and then rksm's own.
+pub(crate) static ATTRS: [Attribute; 25] = [
     attr!("sleep_millisecs", show_sleep, store_sleep),
     attr!("pages_to_scan", show_pages_to_scan, store_pages_to_scan),
     attr!("run", show_run, store_run),
@@ -324,4 +331,5 @@ pub(crate) static ATTRS: [Attribute; 24] = [
         show_advisor_target,
         store_advisor_target
     ),
+    attr!("scan_threads", show_scan_threads, store_scan_threads),
 ];

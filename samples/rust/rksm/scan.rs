@@ -1,38 +1,69 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! The scanner: the address spaces registered with KSM, walked a batch of pages at a time by
-//! the `ksmd` thread, and fed to the trees.
+//! the `ksmd` thread, and fed to the trees, by `ksmd` alone or with helper threads
+//! (`scan_threads`).
+//!
+//! # Shards
+//!
+//! The trees are split into [`NR_SHARDS`] shards by page checksum: each shard has its own stable
+//! and unstable trees (per NUMA node, see [`Trees`]), its own lock, and its own [`KsmToken`] (of
+//! the shard's id) for the lists of its stable nodes. Equal pages have equal checksums, so every
+//! merge the algorithm can make happens inside one shard, and one thread or several find the same
+//! ones. A page goes through a shard in two steps (see [`Ksm::merge_page`]): its item leaves the
+//! trees of the shard it was last put in, under that shard's lock; then, its checksum known, the
+//! page is looked up and merged or inserted in the trees of its checksum's shard, under that
+//! lock. No thread ever holds two shard locks.
+//!
+//! With one thread, `ksmd` takes the pages one by one, as C KSM does. With more, `ksmd` gathers
+//! a batch of pages of one address space (taking their items off its list, so that it owns them
+//! meanwhile) and runs the batch with the helpers of its [`Crew`], which take the pages from a
+//! shared counter; it puts the items back and walks on once every page is done.
 //!
 //! # Locks
 //!
-//! - `Ksm::scan` (C's `ksm_thread_mutex`) holds the scanner's state: the trees, the rmap_items
-//!   and the cursor. `ksmd` holds it for a batch; the sysfs stores that change the trees take it.
+//! - `Ksm::scan` (C's `ksm_thread_mutex`) holds the scanner's state: the rmap_items and the
+//!   cursor. `ksmd` holds it for a batch, helpers work for it meanwhile; the sysfs stores that
+//!   change the trees take it, and then each shard lock in turn (nothing else runs in the shards
+//!   while they hold it).
+//! - `Ksm::shards`: each shard's lock, taken inside the scan lock, around the page and mmap locks
+//!   the tree work takes.
 //! - `Ksm::slots` (C's `ksm_mmlist_lock`, a mutex here) holds the list of registered address
 //!   spaces and the scan cursor's place in it, which registration and exit change from process
 //!   context without the scan lock. It nests inside the mmap lock, never around it.
 //! - An address space's mmap lock is held for reading while its areas are walked; the trees are
 //!   worked on with no mmap lock held (a page reference keeps the page).
-//! - The two tokens in [`ScanState`] govern what the scan lock protects: [`KsmToken`] the lists
-//!   of stable nodes, [`SlotsToken`] each address space's list of rmap_items.
+//! - [`SlotsToken`], in [`ScanState`], governs each address space's list of rmap_items.
 
 use crate::backend::Backend;
-use crate::item::RmapItem;
+use crate::item::{RmapItem, MAX_NIDS, MAX_SHARDS};
 use crate::knobs::{self, STATS};
 use crate::real::{KsmBackend, KsmToken, Mapping, Page};
-use crate::trees::Trees;
-use core::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+use crate::trees::{self, Left, Outcome, Trees};
+use core::sync::atomic::{AtomicI64, AtomicUsize, Ordering::Relaxed};
 use kernel::c_str;
 use kernel::global::Global;
 use kernel::hlist::TokenCell;
-use kernel::kthread::{self, WaitQueue};
+use kernel::kthread::{self, Crew, WaitQueue, WorkList};
 use kernel::mm::ksm::{self as mmksm, trace};
 use kernel::mm::virt::flags;
 use kernel::mm::{self, Mm, MmFlag, MmapReadGuard};
 use kernel::page::PAGE_SIZE;
 use kernel::prelude::*;
+use kernel::str::CString;
 use kernel::slist::SList;
 use kernel::sync::{new_mutex, Arc, Mutex};
 use kernel::types::ARef;
+
+/// How many shards the trees are split into.
+pub(crate) const NR_SHARDS: usize = KsmToken::IDS;
+const _: () = assert!(NR_SHARDS <= MAX_SHARDS);
+
+/// The most scanner threads (`scan_threads`), `ksmd` included.
+pub(crate) const MAX_SCAN_THREADS: u32 = 16;
+
+/// How many pages `ksmd` gathers for a batch its helpers share (C takes them one by one).
+const BATCH: usize = 32;
 
 kernel::define_token!(pub(crate) SlotsToken);
 
@@ -114,12 +145,68 @@ impl SlotList {
     }
 }
 
-/// The scanner's state (C's `ksm_scan` and the trees), under the scan lock.
-pub(crate) struct ScanState {
+/// One shard of the trees (see the module documentation).
+pub(crate) struct Shard {
     token: KsmToken,
-    slots_token: SlotsToken,
-    backend: KsmBackend,
     trees: Trees<KsmBackend>,
+    /// The shard's share of the published statistics, as last added to them.
+    shown: [i64; 5],
+}
+
+impl Shard {
+    /// Adds the change of the shard's counters since the last call to the published statistics.
+    fn publish(&mut self) {
+        let c = &self.trees.counters;
+        let now = [
+            c.pages_shared as i64,
+            c.pages_sharing as i64,
+            self.trees.unshared() as i64,
+            c.chains as i64,
+            c.dups as i64,
+        ];
+        let out: [&AtomicI64; 5] = [
+            &STATS.pages_shared,
+            &STATS.pages_sharing,
+            &STATS.pages_unshared,
+            &STATS.chains,
+            &STATS.dups,
+        ];
+        for ((o, n), s) in out.iter().zip(now).zip(self.shown) {
+            if n != s {
+                o.fetch_add(n - s, Relaxed);
+            }
+        }
+        self.shown = now;
+    }
+}
+
+/// A page of a batch, with its rmap_item, taken off its address space's list meanwhile.
+struct Entry {
+    item: Pin<KBox<Item>>,
+    /// The page to merge; `None` if smart scanning skips it this pass (the item only leaves
+    /// its tree).
+    page: Option<Page>,
+}
+
+/// What gathering a batch of pages stopped at.
+enum Gathered {
+    /// The batch is full.
+    Full,
+    /// The end of the address space's mergeable areas.
+    SlotEnd,
+    /// No memory for an rmap_item.
+    NoMemory,
+}
+
+/// The scanner's state (C's `ksm_scan`), under the scan lock.
+pub(crate) struct ScanState {
+    slots_token: SlotsToken,
+    /// The batch being worked on (empty between batches).
+    batch: KVec<Entry>,
+    /// Items taken off their list while an mmap lock was held, to free once it is dropped (a
+    /// shard lock, which freeing takes, is never taken inside an mmap lock: tree work takes
+    /// mmap locks inside shard locks).
+    doomed: KVec<Pin<KBox<Item>>>,
     address: usize,
     seqnr: u64,
     rmap_items: usize,
@@ -152,6 +239,13 @@ enum Walked {
 pub(crate) struct Ksm {
     #[pin]
     scan: Mutex<ScanState>,
+    shards: KVec<Pin<KBox<Mutex<Shard>>>>,
+    backend: KsmBackend,
+    /// The helpers of `ksmd` (`scan_threads - 1` of them join a batch).
+    #[pin]
+    crew: Crew,
+    /// How many helper threads were started (they are never stopped).
+    helpers: AtomicUsize,
     #[pin]
     slots: Mutex<SlotList>,
     #[pin]
@@ -171,11 +265,22 @@ fn ksm() -> Pin<&'static Ksm> {
 /// Builds the global state and starts `ksmd`.
 pub(crate) fn init() -> Result {
     let zero_checksum = mm::folio::FolioPage::zero(0).bytes().checksum();
+    if mm::nr_node_ids() > MAX_NIDS {
+        return Err(EINVAL);
+    }
+    let mut shards = KVec::with_capacity(NR_SHARDS, GFP_KERNEL)?;
+    for i in 0..NR_SHARDS {
+        let shard = Shard {
+            token: KsmToken::acquire_nth(i).ok_or(EBUSY)?,
+            trees: Trees::new(mm::nr_node_ids())?,
+            shown: [0; 5],
+        };
+        shards.push(KBox::pin_init(new_mutex!(shard, "ksm_shard"), GFP_KERNEL)?, GFP_KERNEL)?;
+    }
     let state = ScanState {
-        token: KsmToken::acquire().ok_or(EBUSY)?,
         slots_token: SlotsToken::acquire().ok_or(EBUSY)?,
-        backend: KsmBackend { zero_checksum },
-        trees: Trees::new(mm::nr_node_ids())?,
+        batch: KVec::with_capacity(BATCH, GFP_KERNEL)?,
+        doomed: KVec::new(),
         address: 0,
         seqnr: 0,
         rmap_items: 0,
@@ -196,6 +301,10 @@ pub(crate) fn init() -> Result {
             thread_wait <- WaitQueue::new(c_str!("ksm_thread_wait"), kernel::static_lock_class!()),
             iter_wait <- WaitQueue::new(c_str!("ksm_iter_wait"), kernel::static_lock_class!()),
             nr_slots: AtomicUsize::new(0),
+            shards,
+            backend: KsmBackend { zero_checksum },
+            crew <- Crew::new(),
+            helpers: AtomicUsize::new(0),
         }),
         GFP_KERNEL,
     )?;
@@ -243,6 +352,31 @@ fn ksmd() {
     }
 }
 
+/// A helper of `ksmd` (`ksmd/1`, ...): works on the batches `ksmd` shares.
+fn ksmd_helper() {
+    kthread::set_freezable();
+    kthread::set_current_nice(5);
+    ksm().crew.serve();
+}
+
+/// Sets `scan_threads`, starting helper threads as needed.
+pub(crate) fn set_scan_threads(n: u32) -> Result {
+    if !(1..=MAX_SCAN_THREADS).contains(&n) {
+        return Err(EINVAL);
+    }
+    let k = ksm();
+    // The scan lock orders the starts, and keeps a batch from seeing the knob change midway.
+    let _st = k.scan.lock();
+    while k.helpers.load(Relaxed) < n as usize - 1 {
+        let i = k.helpers.load(Relaxed) + 1;
+        let name = CString::try_from_fmt(kernel::fmt!("ksmd/{i}"))?;
+        kthread::run(ksmd_helper, &name)?;
+        k.helpers.store(i, Relaxed);
+    }
+    knobs::SCAN_THREADS.store(n, Relaxed);
+    Ok(())
+}
+
 /// Sets `run` (C's `run_store()`): with `RUN_UNMERGE`, unmerges every page and forgets every
 /// rmap_item first; if that fails, KSM stops and the error is returned.
 pub(crate) fn set_run(flags: u32) -> Result {
@@ -264,31 +398,71 @@ pub(crate) fn set_run(flags: u32) -> Result {
     Ok(())
 }
 
-/// Runs a sysfs store that changes the trees under the scan lock, then publishes the counters.
-fn change_trees(
-    f: impl FnOnce(&mut Trees<KsmBackend>, &KsmBackend, &mut KsmToken) -> Result,
+/// Changes a knob that needs the stable trees empty (C's `merge_across_nodes_store()` and
+/// `max_page_sharing_store()`): fails with `EBUSY`, as C KSM does, while KSM pages are mapped by
+/// rmap_items (`pages_shared` is not 0) or while a KSM page of an empty node is still mapped (by
+/// forks); otherwise `prepare` makes what each shard needs, and once every shard has it (a
+/// failure changes nothing), `commit` applies it to each.
+fn change_trees<P>(
+    prepare: impl Fn(&Trees<KsmBackend>) -> Result<P>,
+    commit: impl Fn(&mut Trees<KsmBackend>, P),
 ) -> Result {
     let k = ksm();
-    let mut st = k.scan.lock();
-    let ScanState {
-        trees,
-        backend,
-        token,
-        ..
-    } = &mut *st;
-    let r = f(trees, backend, token);
-    st.publish();
-    r
+    let _st = k.scan.lock();
+    let shared: u64 = k
+        .shards
+        .iter()
+        .map(|s| s.lock().trees.counters.pages_shared)
+        .sum();
+    if shared != 0 {
+        return Err(EBUSY);
+    }
+    let mut busy = false;
+    for s in k.shards.iter() {
+        let mut sh = s.lock();
+        let Shard { trees, token, .. } = &mut *sh;
+        busy |= trees.remove_all_stable_nodes(&k.backend, token).is_err();
+        sh.publish();
+    }
+    if busy {
+        return Err(EBUSY);
+    }
+    let mut ready = KVec::with_capacity(NR_SHARDS, GFP_KERNEL)?;
+    for s in k.shards.iter() {
+        ready.push(prepare(&s.lock().trees)?, GFP_KERNEL)?;
+    }
+    // Applied from the last shard to the first, as `pop` hands them back.
+    for s in k.shards.iter().rev() {
+        if let Some(p) = ready.pop() {
+            let mut sh = s.lock();
+            commit(&mut sh.trees, p);
+            sh.publish();
+        }
+    }
+    Ok(())
 }
 
 /// Sets `merge_across_nodes` (C's `merge_across_nodes_store()`).
 pub(crate) fn set_merge_across_nodes(on: bool) -> Result {
-    change_trees(|trees, backend, token| trees.set_merge_across_nodes(backend, token, on))
+    if STATS.merge_across_nodes.load(Relaxed) == on {
+        return Ok(());
+    }
+    change_trees(
+        |t| t.prepare_merge_across_nodes(on),
+        |t, p| t.commit_merge_across_nodes(on, p),
+    )?;
+    STATS.merge_across_nodes.store(on, Relaxed);
+    Ok(())
 }
 
 /// Sets `max_page_sharing` (C's `max_page_sharing_store()`).
 pub(crate) fn set_max_page_sharing(max: usize) -> Result {
-    change_trees(|trees, backend, token| trees.set_max_page_sharing(backend, token, max))
+    if max < 2 {
+        return Err(EINVAL);
+    }
+    change_trees(|_| Ok(()), |t, ()| t.max_page_sharing = max)?;
+    STATS.max_page_sharing.store(max as i64, Relaxed);
+    Ok(())
 }
 
 /// Forgets the scan-time advisor's history (it was just switched on).
@@ -306,67 +480,151 @@ fn skip_age(age: u8) -> u8 {
     }
 }
 
+/// The shard of a page whose checksum is `checksum`.
+fn shard_of(checksum: u32) -> usize {
+    checksum as usize % NR_SHARDS
+}
+
+impl Ksm {
+    /// Runs `f` on shard `i` under its lock, then publishes its counters.
+    fn in_shard<R>(&self, i: usize, f: impl FnOnce(&mut Trees<KsmBackend>, &mut KsmToken) -> R) -> R {
+        let mut sh = self.shards[i].lock();
+        let Shard { trees, token, .. } = &mut *sh;
+        let r = f(trees, token);
+        sh.publish();
+        r
+    }
+
+    /// Takes `item` out of the tree or stable node it is in.
+    fn remove_item(&self, item: &Item) {
+        self.in_shard(item.shard(), |t, token| {
+            t.remove_item(&self.backend, token, item)
+        });
+    }
+
+    /// Runs the tree algorithm for `page`, the page of `item` (C's `cmp_and_merge_page()`, see
+    /// [`Trees::cmp_and_merge`]), in the shards: the item leaves the shard it was in, then the
+    /// page goes to the shard of its checksum. Any scanner thread may call it, for an item no
+    /// other thread works on.
+    fn merge_page(&self, item: Pin<&Item>, page: &Page) -> Outcome {
+        let b = &self.backend;
+        let prune_ms = knobs::CHAINS_PRUNE_MS.load(Relaxed);
+        let left = self.in_shard(item.shard(), |t, token| {
+            t.chain_prune_ms = prune_ms;
+            t.leave(b, token, item, page)
+        });
+        match left {
+            Left::Done(outcome) => outcome,
+            Left::Fork => {
+                // The shard of the KSM page's node (a node that went meanwhile is seen to).
+                let shard = {
+                    let locked = b.lock(page);
+                    b.node_of(&locked).map_or(0, |n| n.shard())
+                };
+                self.in_shard(shard, |t, token| t.list_fork(b, token, item, page))
+            }
+            Left::Loose => match trees::admit(b, &item, page) {
+                Some(outcome) => outcome,
+                None => self.in_shard(shard_of(item.checksum()), |t, token| {
+                    t.chain_prune_ms = prune_ms;
+                    t.join(b, token, item, page)
+                }),
+            },
+        }
+    }
+
+    /// Runs the tree algorithm for every page of `batch`, on `threads` threads at most (this
+    /// one and helpers). Each page's reference is dropped as soon as it is done with, as with
+    /// one page at a time: a reference more makes a page fail the merge's reference count check
+    /// when another page of the batch meets it in the unstable tree.
+    fn merge_batch(&self, batch: &mut [Entry], threads: usize) {
+        let n = batch.len();
+        let work = WorkList::new(batch);
+        let job = || {
+            while let Some(e) = work.take() {
+                match e.page.take() {
+                    Some(page) => {
+                        self.merge_page(e.item.as_ref(), &page);
+                    }
+                    None => self.remove_item(&e.item),
+                }
+                kthread::cond_resched();
+            }
+        };
+        let helpers = (threads - 1).min(self.helpers.load(Relaxed));
+        self.crew.run(helpers.min(n.saturating_sub(1)), &job);
+    }
+}
+
 impl ScanState {
-    /// Publishes the statistics for sysfs.
+    /// Publishes the statistics of the scan for sysfs (each shard publishes its own).
     fn publish(&self) {
-        let c = &self.trees.counters;
         STATS
             .pages_scanned
             .store(self.pages_scanned as i64, Relaxed);
-        STATS.pages_shared.store(c.pages_shared as i64, Relaxed);
-        STATS.pages_sharing.store(c.pages_sharing as i64, Relaxed);
-        STATS
-            .pages_unshared
-            .store(self.trees.unshared() as i64, Relaxed);
         STATS
             .pages_skipped
             .store(self.pages_skipped as i64, Relaxed);
         STATS.rmap_items.store(self.rmap_items as i64, Relaxed);
         STATS.full_scans.store(self.seqnr as i64, Relaxed);
-        STATS.chains.store(c.chains as i64, Relaxed);
-        STATS.dups.store(c.dups as i64, Relaxed);
-        STATS
-            .max_page_sharing
-            .store(self.trees.max_page_sharing as i64, Relaxed);
-        STATS
-            .merge_across_nodes
-            .store(self.trees.merge_across_nodes(), Relaxed);
     }
 
-    /// Scans up to `n` pages (C's `ksm_do_scan()`).
+    /// Scans up to `n` pages (C's `ksm_do_scan()`): one at a time with one scanner thread,
+    /// in batches shared with the helpers with more.
     fn do_scan(&mut self, k: &Ksm, n: usize) {
-        for _ in 0..n {
+        let threads = (knobs::SCAN_THREADS.load(Relaxed) as usize).max(1);
+        let per_batch = if threads == 1 { 1 } else { BATCH };
+        let mut left = n;
+        while left > 0 {
             if kthread::freezing() {
                 break;
             }
             kthread::cond_resched();
-            let Some((slot, page)) = self.next_page(k) else {
+            let Some(slot) = self.slot_to_scan(k) else {
                 break;
             };
-            self.trees.chain_prune_ms = knobs::CHAINS_PRUNE_MS.load(Relaxed);
-            let Self {
-                token,
-                slots_token,
-                backend,
-                trees,
-                ..
-            } = self;
-            let list = slot.items.get(slots_token);
-            if let Some(item) = list.current() {
-                trees.cmp_and_merge(backend, token, item, &page);
+            let gathered = self.gather(k, &slot, left.min(per_batch));
+            while let Some(item) = self.doomed.pop() {
+                self.free_item(k, &slot, item);
             }
-            slot.items.get_mut(slots_token).advance();
-            drop(page);
-            self.pages_scanned += 1;
-            self.publish();
+            if !self.batch.is_empty() {
+                let pages = self.batch.iter().filter(|e| e.page.is_some()).count();
+                k.merge_batch(&mut self.batch, threads);
+                left -= pages;
+                self.pages_scanned += pages as u64;
+                self.put_back(&slot);
+                self.publish();
+            }
+            match gathered {
+                Gathered::Full => {}
+                Gathered::NoMemory => break,
+                Gathered::SlotEnd => {
+                    if !self.next_slot(k, slot) {
+                        break;
+                    }
+                }
+            }
         }
         self.publish();
     }
 
+    /// Puts the items of the batch back on `slot`'s list, just before its cursor, in order, and
+    /// drops the pages.
+    fn put_back(&mut self, slot: &MmSlot) {
+        let list = slot.items.get_mut(&mut self.slots_token);
+        let n = self.batch.len();
+        while let Some(e) = self.batch.pop() {
+            // Cannot fail: an item's links are at their declared offset.
+            let _ = list.insert(e.item);
+        }
+        for _ in 0..n {
+            list.advance();
+        }
+    }
+
     /// Frees an rmap_item taken off its slot's list: out of the trees first.
-    fn free_item(&mut self, slot: &MmSlot, item: Pin<KBox<Item>>) {
-        self.trees
-            .remove_item(&self.backend, &mut self.token, &item);
+    fn free_item(&mut self, k: &Ksm, slot: &MmSlot, item: Pin<KBox<Item>>) {
+        k.remove_item(&item);
         self.rmap_items -= 1;
         slot.nr_items.fetch_sub(1, Relaxed);
         item.mapping().mm().ksm_counters().add_rmap_items(-1);
@@ -375,15 +633,15 @@ impl ScanState {
 
     /// Takes out and frees every rmap_item of `slot` from its cursor on (C's
     /// `remove_trailing_rmap_items()`).
-    fn remove_trailing(&mut self, slot: &MmSlot) {
+    fn remove_trailing(&mut self, k: &Ksm, slot: &MmSlot) {
         while let Some(item) = slot.items.get_mut(&mut self.slots_token).remove_current() {
-            self.free_item(slot, item);
+            self.free_item(k, slot, item);
         }
     }
 
     /// Leaves the slot's list cursor at the rmap_item for `addr`, creating one if needed, and
-    /// frees the items before it that were not met (C's `get_next_rmap_item()`). `false` if no
-    /// memory could be had for a new one.
+    /// takes the items before it that were not met off the list, to be freed once the mmap lock
+    /// is dropped (C's `get_next_rmap_item()`). `false` if no memory could be had.
     fn item_at(&mut self, slot: &MmSlot, addr: usize) -> bool {
         loop {
             let list = slot.items.get(&self.slots_token);
@@ -397,9 +655,17 @@ impl ScanState {
             if a > addr {
                 break;
             }
-            // Its address was not mapped, or not mergeable, this time: drop it.
+            // Its address was not mapped, or not mergeable, this time: drop it (once the mmap
+            // lock is dropped).
+            if self.doomed.reserve(1, GFP_KERNEL).is_err() {
+                return false;
+            }
             if let Some(stale) = slot.items.get_mut(&mut self.slots_token).remove_current() {
-                self.free_item(slot, stale);
+                if let Err(stale) = self.doomed.push_within_capacity(stale) {
+                    // Cannot be (room was made); an item in a tree must not be dropped.
+                    let _ = slot.items.get_mut(&mut self.slots_token).insert(stale);
+                    return false;
+                }
             }
         }
         let Ok(item) = KBox::pin(
@@ -424,20 +690,12 @@ impl ScanState {
 
     /// Whether smart scanning skips the page at the slot's cursor this pass (C's
     /// `should_skip_rmap_item()`): pages that failed to merge for a while are looked at less
-    /// and less often.
-    fn should_skip(&mut self, slot: &MmSlot, page: &Page) -> bool {
-        if !knobs::SMART_SCAN.load(Relaxed) || self.backend.is_ksm(page) {
+    /// and less often. A skipped page's item only leaves its tree (see [`ScanState::gather`]).
+    fn should_skip(&mut self, k: &Ksm, slot: &MmSlot, page: &Page) -> bool {
+        if !knobs::SMART_SCAN.load(Relaxed) || k.backend.is_ksm(page) {
             return false;
         }
-        let Self {
-            slots_token,
-            trees,
-            backend,
-            token,
-            pages_skipped,
-            ..
-        } = self;
-        let Some(item) = slot.items.get(slots_token).current() else {
+        let Some(item) = slot.items.get(&self.slots_token).current() else {
             return false;
         };
         let (age, skips) = item.age();
@@ -451,74 +709,89 @@ impl ScanState {
             return false;
         }
         item.set_age(next, skips - 1);
-        *pages_skipped += 1;
-        trees.remove_item(backend, token, &item);
+        self.pages_skipped += 1;
         true
     }
 
-    /// The next page to look at, with the cursor of its slot's list at its rmap_item (C's
-    /// `scan_get_next_rmap_item()`). `None` at the end of a pass, when nothing is registered, or
-    /// when no memory could be had.
-    fn next_page(&mut self, k: &Ksm) -> Option<(Arc<MmSlot>, Page)> {
-        let mut slot = {
-            let sl = k.slots.lock();
-            if sl.slots.is_empty() {
-                return None;
-            }
-            match sl.current() {
-                Some(s) => s,
-                None => {
-                    drop(sl);
-                    self.start_pass();
-                    let s = k.slots.lock().rewind()?;
-                    self.address = 0;
-                    s.items.get_mut(&mut self.slots_token).rewind();
-                    s
-                }
-            }
-        };
-        loop {
-            let guard = slot.mm.mmap_read_lock();
-            match self.walk_slot(&slot, &guard) {
+    /// The address space being scanned, with the scan address and its list cursor where the
+    /// scan is in it; at the head, a pass starts. `None` when nothing is registered.
+    fn slot_to_scan(&mut self, k: &Ksm) -> Option<Arc<MmSlot>> {
+        let sl = k.slots.lock();
+        if sl.slots.is_empty() {
+            return None;
+        }
+        if let Some(s) = sl.current() {
+            return Some(s);
+        }
+        drop(sl);
+        self.start_pass(k);
+        let s = k.slots.lock().rewind()?;
+        self.address = 0;
+        s.items.get_mut(&mut self.slots_token).rewind();
+        Some(s)
+    }
+
+    /// Gathers up to `want` pages of `slot`, from the scan address on, into the batch, taking
+    /// their items off the slot's list (C's inner loop of `scan_get_next_rmap_item()`, for
+    /// several pages under one mmap lock). Pages that smart scanning skips are in the batch too,
+    /// without their page.
+    fn gather(&mut self, k: &Ksm, slot: &MmSlot, want: usize) -> Gathered {
+        let guard = slot.mm.mmap_read_lock();
+        while self.batch.len() < want {
+            kthread::cond_resched();
+            match self.walk_slot(slot, &guard) {
                 Walked::Page(page) => {
-                    drop(guard);
-                    return Some((slot, page));
+                    let page = (!self.should_skip(k, slot, &page)).then_some(page);
+                    let list = slot.items.get_mut(&mut self.slots_token);
+                    if let Some(item) = list.remove_current() {
+                        // Room for `BATCH` was made at init, and `want` is at most that.
+                        if let Err(e) = self.batch.push_within_capacity(Entry { item, page }) {
+                            let _ = list.insert(e.item);
+                            list.advance();
+                            return Gathered::Full;
+                        }
+                    }
                 }
-                Walked::NoMemory => return None,
-                Walked::End => {}
+                Walked::End => return Gathered::SlotEnd,
+                Walked::NoMemory => return Gathered::NoMemory,
             }
-            if slot.mm.is_exiting() {
+        }
+        Gathered::Full
+    }
+
+    /// Finishes the scan of `slot`, whose mergeable areas were all walked, and moves to the next
+    /// address space; at the head the pass ends, and `false` is returned.
+    fn next_slot(&mut self, k: &Ksm, slot: Arc<MmSlot>) -> bool {
+        if slot.mm.is_exiting() {
+            self.address = 0;
+            slot.items.get_mut(&mut self.slots_token).rewind();
+        }
+        // The items from the cursor on had no mergeable page this time.
+        self.remove_trailing(k, &slot);
+        let mut sl = k.slots.lock();
+        let here = sl.cursor;
+        let next = sl.advance();
+        if self.address == 0 {
+            // No mergeable area was met while walking the whole address space (it is exiting,
+            // or they were all unmapped): it leaves KSM, as C does.
+            if sl.slots.get(here).is_some_and(|s| Arc::ptr_eq(s, &slot)) {
+                sl.remove(here);
+                k.nr_slots.fetch_sub(1, Relaxed);
+            }
+            drop(sl);
+            slot.mm.clear_flag(MmFlag::VmMergeable);
+        } else {
+            drop(sl);
+        }
+        match next {
+            Some(n) => {
                 self.address = 0;
-                slot.items.get_mut(&mut self.slots_token).rewind();
+                n.items.get_mut(&mut self.slots_token).rewind();
+                true
             }
-            // The items from the cursor on had no mergeable page this time.
-            self.remove_trailing(&slot);
-            let mut sl = k.slots.lock();
-            let here = sl.cursor;
-            let next = sl.advance();
-            if self.address == 0 {
-                // No mergeable area was met while walking the whole address space (it is
-                // exiting, or they were all unmapped): it leaves KSM, as C does.
-                if sl.slots.get(here).is_some_and(|s| Arc::ptr_eq(s, &slot)) {
-                    sl.remove(here);
-                    k.nr_slots.fetch_sub(1, Relaxed);
-                }
-                drop(sl);
-                slot.mm.clear_flag(MmFlag::VmMergeable);
-            } else {
-                drop(sl);
-            }
-            drop(guard);
-            match next {
-                Some(n) => {
-                    slot = n;
-                    self.address = 0;
-                    slot.items.get_mut(&mut self.slots_token).rewind();
-                }
-                None => {
-                    self.end_pass();
-                    return None;
-                }
+            None => {
+                self.end_pass();
+                false
             }
         }
     }
@@ -549,11 +822,6 @@ impl ScanState {
                         return Walked::NoMemory;
                     }
                     self.address += PAGE_SIZE;
-                    if self.should_skip(slot, &page) {
-                        slot.items.get_mut(&mut self.slots_token).advance();
-                        kthread::cond_resched();
-                        continue;
-                    }
                     return Walked::Page(page);
                 }
                 self.address += PAGE_SIZE;
@@ -587,15 +855,19 @@ impl ScanState {
         Ok(())
     }
 
-    fn start_pass(&mut self) {
+    fn start_pass(&mut self, k: &Ksm) {
         if knobs::ADVISOR_SCAN_TIME.load(Relaxed) {
             self.advisor.start_ns = kthread::ktime_ns();
         }
         trace::start_scan(self.seqnr, self.rmap_items as u64);
         // Pages in per-CPU LRU caches have a raised count that stops write-protection.
         mm::lru_add_drain_all();
-        self.trees.reset_unstable();
-        self.trees.retry_misplaced(&self.backend, &mut self.token);
+        for i in 0..NR_SHARDS {
+            k.in_shard(i, |t, token| {
+                t.reset_unstable();
+                t.retry_misplaced(&k.backend, token);
+            });
+        }
     }
 
     fn end_pass(&mut self) {
@@ -650,9 +922,9 @@ impl ScanState {
                 sl.cursor = sl.slots.len();
                 return Err(e);
             }
-            slot.items.get_mut(&mut self.slots_token).rewind();
-            self.remove_trailing(&slot);
             drop(guard);
+            slot.items.get_mut(&mut self.slots_token).rewind();
+            self.remove_trailing(k, &slot);
             let mut sl = k.slots.lock();
             let here = sl.cursor;
             next = sl.advance();
@@ -667,9 +939,9 @@ impl ScanState {
             }
         }
         // Stable nodes whose pages are still mapped stay; nothing to worry about.
-        let _ = self
-            .trees
-            .remove_all_stable_nodes(&self.backend, &mut self.token);
+        for i in 0..NR_SHARDS {
+            let _ = k.in_shard(i, |t, token| t.remove_all_stable_nodes(&k.backend, token));
+        }
         self.seqnr = 0;
         self.publish();
         Ok(())

@@ -64,11 +64,12 @@ impl<B: Backend> StableNode<B> {
         self.nid.store(nid as u16, Relaxed);
     }
 
-    fn new(kind: Kind<B>, nid: usize) -> Result<Pin<KBox<Self>>> {
+    /// A node whose list and chain `token` governs (the token of its shard).
+    fn new(kind: Kind<B>, nid: usize, token: &B::Token) -> Result<Pin<KBox<Self>>> {
         Ok(KBox::pin(
             Self {
                 links: TreeLinks::new(),
-                items: HList::new(),
+                items: HList::new_for(token),
                 kind,
                 nid: AtomicU16::new(nid as u16),
             },
@@ -92,6 +93,11 @@ impl<B: Backend> StableNode<B> {
     /// The number of rmap_items that map the node's page (0 for a chain).
     pub(crate) fn len(&self) -> usize {
         self.items.len()
+    }
+
+    /// The id of the token that governs the node's list (the shard it is in).
+    pub(crate) fn shard(&self) -> usize {
+        self.items.token_id()
     }
 
     /// The index of the tree the node is in.
@@ -642,7 +648,7 @@ impl<B: Backend> StableTree<B> {
         stats: &mut Stats,
         c: &mut Counters,
     ) -> Result<NodeRef<'a, B>> {
-        let new = StableNode::new(Kind::Page(page), nid)?;
+        let new = StableNode::new(Kind::Page(page), nid, token)?;
         self.insert_node(backend, token, key, new, set, stats, c)
             .map_err(|_| ENOMEM)
     }
@@ -690,15 +696,18 @@ impl<B: Backend> StableTree<B> {
                         return Err(new);
                     };
                     let Ok(cell) = KBox::new(
-                        TokenCell::new(Chain {
-                            dups: KVec::new(),
-                            prune_time: set.now,
-                        }),
+                        TokenCell::new_for(
+                            Chain {
+                                dups: KVec::new(),
+                                prune_time: set.now,
+                            },
+                            token,
+                        ),
                         GFP_KERNEL,
                     ) else {
                         return Err(new);
                     };
-                    let Ok(chain) = StableNode::new(Kind::Chain(cell), nid) else {
+                    let Ok(chain) = StableNode::new(Kind::Chain(cell), nid, token) else {
                         return Err(new);
                     };
                     let Ok(old) = at.replace(chain) else {

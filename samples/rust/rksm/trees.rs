@@ -8,6 +8,7 @@ use crate::item::{Place, RmapItem};
 use crate::stable::{self, Counters, Search, Settings, StableNode, StableTree};
 use crate::unstable::{Lookup, UnstableTree};
 use core::pin::Pin;
+use kernel::hlist::Token;
 use kernel::prelude::*;
 
 /// What [`Trees::cmp_and_merge`] did with a page.
@@ -57,6 +58,12 @@ pub(crate) struct Trees<B: Backend> {
     /// nodes of their pages. Keeps room for one more, so that a node taken out of a tree always
     /// has a place.
     misplaced: KVec<Pin<KBox<StableNode<B>>>>,
+}
+
+/// Empty trees for a change of `merge_across_nodes`.
+pub(crate) struct NewTrees<B: Backend> {
+    stable: KVec<StableTree<B>>,
+    unstable: KVec<UnstableTree<B>>,
 }
 
 fn trees<T: Default>(n: usize) -> Result<KVec<T>> {
@@ -112,34 +119,27 @@ impl<B: Backend> Trees<B> {
             return Ok(());
         }
         self.drain_for_knob(backend, token)?;
-        let n = if on { 1 } else { self.nr_nodes };
-        let stable = trees(n)?;
-        let unstable = trees(n)?;
-        self.reset_unstable();
-        // Every stable tree is empty now.
-        self.stable = stable;
-        self.unstable = unstable;
-        self.merge_across_nodes = on;
+        let new = self.prepare_merge_across_nodes(on)?;
+        self.commit_merge_across_nodes(on, new);
         Ok(())
     }
 
-    /// Sets `max_page_sharing` (at least 2; see [`Trees::drain_for_knob`] for when it cannot
-    /// change); an unchanged value always succeeds.
-    pub(crate) fn set_max_page_sharing(
-        &mut self,
-        backend: &B,
-        token: &mut B::Token,
-        max: usize,
-    ) -> Result {
-        if max < 2 {
-            return Err(EINVAL);
-        }
-        if max == self.max_page_sharing {
-            return Ok(());
-        }
-        self.drain_for_knob(backend, token)?;
-        self.max_page_sharing = max;
-        Ok(())
+    /// The empty trees for `merge_across_nodes` set to `on`.
+    pub(crate) fn prepare_merge_across_nodes(&self, on: bool) -> Result<NewTrees<B>> {
+        let n = if on { 1 } else { self.nr_nodes };
+        Ok(NewTrees {
+            stable: trees(n)?,
+            unstable: trees(n)?,
+        })
+    }
+
+    /// Switches `merge_across_nodes` to `on` with the trees `new`, once the stable trees were
+    /// emptied (see [`Trees::drain_for_knob`]). The unstable trees are emptied.
+    pub(crate) fn commit_merge_across_nodes(&mut self, on: bool, new: NewTrees<B>) {
+        self.reset_unstable();
+        self.stable = new.stable;
+        self.unstable = new.unstable;
+        self.merge_across_nodes = on;
     }
 
     /// The index of the trees for a page on NUMA node `nid`.
@@ -331,6 +331,26 @@ impl<B: Backend> Trees<B> {
         item: Pin<&RmapItem<B>>,
         page: &B::Page<'_>,
     ) -> Outcome {
+        match self.leave(backend, token, item, page) {
+            Left::Done(outcome) => outcome,
+            Left::Fork => self.list_fork(backend, token, item, page),
+            Left::Loose => match admit(backend, &item, page) {
+                Some(outcome) => outcome,
+                None => self.join(backend, token, item, page),
+            },
+        }
+    }
+
+    /// The first step of [`Trees::cmp_and_merge`], in the trees `item` is in (those of its
+    /// shard): leaves a page already merged with its item's node alone, and otherwise takes the
+    /// item out of its tree or node.
+    pub(crate) fn leave(
+        &mut self,
+        backend: &B,
+        token: &mut B::Token,
+        item: Pin<&RmapItem<B>>,
+        page: &B::Page<'_>,
+    ) -> Left {
         if let Place::Stable(node) = item.place(token) {
             if backend.page_is(page, node) {
                 // Without merging across nodes, a KSM page that migrated to another node moves
@@ -341,47 +361,70 @@ impl<B: Backend> Trees<B> {
                         self.relocate(backend, token, from, addr, page);
                     }
                 }
-                return Outcome::AlreadyMerged;
+                return Left::Done(Outcome::AlreadyMerged);
             }
         }
-        if backend.is_ksm(page) {
-            // A KSM page that this item is not listed under: a fork shares it. List it under the
-            // page's node, even past `max_page_sharing` (the mapping exists anyway).
-            self.remove_item(backend, token, &item);
-            if backend.merge_with_ksm(&item, page, page).is_err() {
-                return Outcome::MergeFailed;
-            }
-            let locked = backend.lock(page);
-            let Some(node) = backend.node_of(&locked) else {
-                drop(locked);
-                backend.break_merge(&item);
-                return Outcome::Missed;
-            };
-            let was = node.len();
-            if kernel::hlist::HList::push_front(node, token, item).is_err() {
-                drop(locked);
-                backend.break_merge(&item);
-                return Outcome::MergeFailed;
-            }
-            if was > 0 {
-                self.counters.pages_sharing += 1;
-            } else {
-                self.counters.pages_shared += 1;
-            }
-            drop(locked);
-            backend.merged(&item);
-            return Outcome::MergedStable;
-        }
-
         self.remove_item(backend, token, &item);
-        // The volatility gate: only pages that kept their contents since the last pass go on.
-        if !item.admit(page.bytes().checksum()) {
-            return Outcome::Volatile;
+        if backend.is_ksm(page) {
+            Left::Fork
+        } else {
+            Left::Loose
         }
-        if backend.merge_zero(&item, page) {
-            return Outcome::Zero;
-        }
+    }
 
+    /// Lists `item`, whose page `page` is a KSM page that a fork shares but that the item is not
+    /// listed under, under the page's node, even past `max_page_sharing` (the mapping exists
+    /// anyway). `token` must be that of the node's shard ([`Backend::node_of`] tells the node):
+    /// if the node is of another shard, the page is tried again next pass.
+    pub(crate) fn list_fork(
+        &mut self,
+        backend: &B,
+        token: &mut B::Token,
+        item: Pin<&RmapItem<B>>,
+        page: &B::Page<'_>,
+    ) -> Outcome {
+        if backend.merge_with_ksm(&item, page, page).is_err() {
+            return Outcome::MergeFailed;
+        }
+        let locked = backend.lock(page);
+        let Some(node) = backend.node_of(&locked) else {
+            drop(locked);
+            backend.break_merge(&item);
+            return Outcome::Missed;
+        };
+        if node.shard() != token.id() {
+            // Its node changed since the caller chose the shard.
+            return Outcome::Busy;
+        }
+        item.set_shard(token.id());
+        let was = node.len();
+        if kernel::hlist::HList::push_front(node, token, item).is_err() {
+            drop(locked);
+            backend.break_merge(&item);
+            return Outcome::MergeFailed;
+        }
+        if was > 0 {
+            self.counters.pages_sharing += 1;
+        } else {
+            self.counters.pages_shared += 1;
+        }
+        drop(locked);
+        backend.merged(&item);
+        Outcome::MergedStable
+    }
+
+    /// The last step of [`Trees::cmp_and_merge`], for a loose item whose page passed
+    /// [`admit`], in the trees of the page's shard (`token` is that shard's): merges the page
+    /// with an equal KSM page of the stable tree, or with an equal page of the unstable tree
+    /// into a new KSM page, or puts it into the unstable tree.
+    pub(crate) fn join(
+        &mut self,
+        backend: &B,
+        token: &mut B::Token,
+        item: Pin<&RmapItem<B>>,
+        page: &B::Page<'_>,
+    ) -> Outcome {
+        item.set_shard(token.id());
         let set = self.settings();
         let idx = self.index(backend.page_nid(page));
         let across = self.merge_across_nodes;
@@ -482,6 +525,34 @@ impl<B: Backend> Trees<B> {
         backend.merged(&item);
         Outcome::MergedUnstable
     }
+}
+
+/// What [`Trees::leave`] did.
+pub(crate) enum Left {
+    /// The page needs nothing more.
+    Done(Outcome),
+    /// The item is loose and its page a KSM page that a fork shares: see [`Trees::list_fork`].
+    Fork,
+    /// The item is loose: see [`admit`], then [`Trees::join`].
+    Loose,
+}
+
+/// The step of [`Trees::cmp_and_merge`] that needs no tree, for a loose item: the volatility
+/// gate (only pages that kept their contents since the last pass go on) and, with
+/// `use_zero_pages`, the merge of an all-zero page with the zero page. `None` if the page goes
+/// on to [`Trees::join`], in the shard of [`RmapItem::checksum`].
+pub(crate) fn admit<B: Backend>(
+    backend: &B,
+    item: &RmapItem<B>,
+    page: &B::Page<'_>,
+) -> Option<Outcome> {
+    if !item.admit(page.bytes().checksum()) {
+        return Some(Outcome::Volatile);
+    }
+    if backend.merge_zero(item, page) {
+        return Some(Outcome::Zero);
+    }
+    None
 }
 
 /// Puts `node`, out of every tree, into the tree of the NUMA node its KSM page is on now (the
