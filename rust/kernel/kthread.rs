@@ -287,9 +287,21 @@ impl Crew {
     /// Runs `job` on the calling thread and on up to `helpers` helpers at once; returns once
     /// every call has returned.
     pub fn run(&self, helpers: usize, job: &(dyn Fn() + Sync)) {
+        self.run_beside(helpers, job, || ())
+    }
+
+    /// Offers `job` to up to `helpers` helpers, runs `own` on the calling thread meanwhile, and
+    /// then `job` too; returns `own`'s result once every call of `job` has returned.
+    pub fn run_beside<R>(
+        &self,
+        helpers: usize,
+        job: &(dyn Fn() + Sync),
+        own: impl FnOnce() -> R,
+    ) -> R {
         if helpers == 0 {
+            let r = own();
             job();
-            return;
+            return r;
         }
         // SAFETY: Only the lifetime changes (the pointer types have the same layout). The
         // pointer is called only by helpers that join while the job is on offer; it is withdrawn
@@ -308,9 +320,11 @@ impl Crew {
             st.room = helpers;
         }
         self.start.wake_up_all();
+        let r = own();
         job();
         self.state.lock().job = None;
         self.done.wait_freezable(|| self.state.lock().busy == 0, None);
+        r
     }
 
     /// Serves the crew as a helper until the thread is asked to stop: sleeps (freezably) until a

@@ -21,6 +21,7 @@ const WORD: usize = core::mem::size_of::<u64>();
 const WORDS: usize = PAGE_SIZE / WORD;
 /// Words compared per test in [`PageBytes::compare_from`].
 const BLOCK: usize = 4;
+const _: () = assert!(BLOCK == 4 && WORDS % BLOCK == 0);
 
 /// The outcome of comparing two pages.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -100,12 +101,14 @@ impl<'a> PageBytes<'a> {
         let load = |p: *mut u64, i: usize| unsafe { p.add(i).read_volatile() };
         let mut i = first;
         // Blocks of four words with one test each (as `memcmp()` does words rather than bytes),
-        // then the word that differs.
+        // then the word that differs. Written out rather than as an iterator: how well an
+        // iterator here is optimised changed with unrelated changes elsewhere in the crate, by
+        // up to 3x on this, the hottest loop of KSM.
         while i + BLOCK <= WORDS {
-            let mut diff = 0;
-            for k in i..i + BLOCK {
-                diff |= load(a, k) ^ load(b, k);
-            }
+            let diff = (load(a, i) ^ load(b, i))
+                | (load(a, i + 1) ^ load(b, i + 1))
+                | (load(a, i + 2) ^ load(b, i + 2))
+                | (load(a, i + 3) ^ load(b, i + 3));
             if diff != 0 {
                 break;
             }
@@ -147,10 +150,16 @@ impl<'a> PageBytes<'a> {
     /// Whether every byte of the page is zero.
     pub fn is_zero(&self) -> bool {
         let p = self.ptr.as_ptr();
-        (0..WORDS).step_by(BLOCK).all(|i| {
-            // SAFETY: As in `compare_from`: `i + k < WORDS`, inside the mapped page.
-            (0..BLOCK).fold(0, |acc, k| acc | unsafe { p.add(i + k).read_volatile() }) == 0
-        })
+        // SAFETY: As in `compare_from`: every index below is under `WORDS`, inside the page.
+        let load = |i: usize| unsafe { p.add(i).read_volatile() };
+        let mut i = 0;
+        while i + BLOCK <= WORDS {
+            if load(i) | load(i + 1) | load(i + 2) | load(i + 3) != 0 {
+                return false;
+            }
+            i += BLOCK;
+        }
+        true
     }
 
     /// The checksum KSM keeps of a page to see whether it changes: the low 32 bits of the

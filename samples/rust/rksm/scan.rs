@@ -63,7 +63,7 @@ const _: () = assert!(NR_SHARDS <= MAX_SHARDS);
 pub(crate) const MAX_SCAN_THREADS: u32 = 16;
 
 /// How many pages `ksmd` gathers for a batch its helpers share (C takes them one by one).
-const BATCH: usize = 32;
+const BATCH: usize = 64;
 
 kernel::define_token!(pub(crate) SlotsToken);
 
@@ -201,8 +201,9 @@ enum Gathered {
 /// The scanner's state (C's `ksm_scan`), under the scan lock.
 pub(crate) struct ScanState {
     slots_token: SlotsToken,
-    /// The batch being worked on (empty between batches).
+    /// The batches being worked on (empty between scans; each has room for `BATCH`).
     batch: KVec<Entry>,
+    spare: KVec<Entry>,
     /// Items taken off their list while an mmap lock was held, to free once it is dropped (a
     /// shard lock, which freeing takes, is never taken inside an mmap lock: tree work takes
     /// mmap locks inside shard locks).
@@ -280,6 +281,7 @@ pub(crate) fn init() -> Result {
     let state = ScanState {
         slots_token: SlotsToken::acquire().ok_or(EBUSY)?,
         batch: KVec::with_capacity(BATCH, GFP_KERNEL)?,
+        spare: KVec::with_capacity(BATCH, GFP_KERNEL)?,
         doomed: KVec::new(),
         address: 0,
         seqnr: 0,
@@ -509,12 +511,30 @@ impl Ksm {
     fn merge_page(&self, item: Pin<&Item>, page: &Page) -> Outcome {
         let b = &self.backend;
         let prune_ms = knobs::CHAINS_PRUNE_MS.load(Relaxed);
-        let left = self.in_shard(item.shard(), |t, token| {
+        let from = item.shard();
+        // Most pages stay in their shard: then one hold of its lock does both steps.
+        let (left, to) = self.in_shard(from, |t, token| {
             t.chain_prune_ms = prune_ms;
-            t.leave(b, token, item, page)
+            match t.leave(b, token, item, page) {
+                Left::Loose => match trees::admit(b, &item, page) {
+                    Some(outcome) => (Left::Done(outcome), from),
+                    None if shard_of(item.checksum()) == from => {
+                        (Left::Done(t.join(b, token, item, page)), from)
+                    }
+                    None => (Left::Loose, shard_of(item.checksum())),
+                },
+                other => (other, from),
+            }
         });
         match left {
-            Left::Done(outcome) => outcome,
+            Left::Done(outcome) => {
+                if outcome == Outcome::Volatile {
+                    // The item is loose, and next pass it is most likely in the shard of the
+                    // checksum just recorded: look for it there.
+                    item.set_shard(shard_of(item.checksum()));
+                }
+                outcome
+            }
             Left::Fork => {
                 // The shard of the KSM page's node (a node that went meanwhile is seen to).
                 let shard = {
@@ -523,13 +543,10 @@ impl Ksm {
                 };
                 self.in_shard(shard, |t, token| t.list_fork(b, token, item, page))
             }
-            Left::Loose => match trees::admit(b, &item, page) {
-                Some(outcome) => outcome,
-                None => self.in_shard(shard_of(item.checksum()), |t, token| {
-                    t.chain_prune_ms = prune_ms;
-                    t.join(b, token, item, page)
-                }),
-            },
+            Left::Loose => self.in_shard(to, |t, token| {
+                t.chain_prune_ms = prune_ms;
+                t.join(b, token, item, page)
+            }),
         }
     }
 
@@ -537,7 +554,10 @@ impl Ksm {
     /// one and helpers). Each page's reference is dropped as soon as it is done with, as with
     /// one page at a time: a reference more makes a page fail the merge's reference count check
     /// when another page of the batch meets it in the unstable tree.
-    fn merge_batch(&self, batch: &mut [Entry], threads: usize) {
+    ///
+    /// Meanwhile the calling thread runs `own` first, and then joins the work; its result is
+    /// returned.
+    fn merge_batch<R>(&self, batch: &mut [Entry], threads: usize, own: impl FnOnce() -> R) -> R {
         let n = batch.len();
         let work = WorkList::new(batch);
         let job = || {
@@ -552,7 +572,8 @@ impl Ksm {
             }
         };
         let helpers = (threads - 1).min(self.helpers.load(Relaxed));
-        self.crew.run(helpers.min(n.saturating_sub(1)), &job);
+        self.crew
+            .run_beside(helpers.min(n.saturating_sub(1)), &job, own)
     }
 }
 
@@ -575,25 +596,45 @@ impl ScanState {
         let threads = (knobs::SCAN_THREADS.load(Relaxed) as usize).max(1);
         let per_batch = if threads == 1 { 1 } else { BATCH };
         let mut left = n;
-        while left > 0 {
-            if kthread::freezing() {
-                break;
-            }
-            kthread::cond_resched();
-            let Some(slot) = self.slot_to_scan(k) else {
-                break;
+        // `cur`: the batch to run next, of `slot`, and what gathering it stopped at.
+        let mut cur = core::mem::take(&mut self.batch);
+        let mut next = core::mem::take(&mut self.spare);
+        let mut at: Option<(Arc<MmSlot>, Gathered)> = None;
+        loop {
+            let (slot, gathered) = match at.take() {
+                Some(a) => a,
+                None => {
+                    if left == 0 || kthread::freezing() {
+                        break;
+                    }
+                    kthread::cond_resched();
+                    let Some(slot) = self.slot_to_scan(k) else {
+                        break;
+                    };
+                    let g = self.gather(k, &slot, &mut cur, left.min(per_batch));
+                    self.free_doomed(k, &slot);
+                    (slot, g)
+                }
             };
-            let gathered = self.gather(k, &slot, left.min(per_batch));
-            while let Some(item) = self.doomed.pop() {
-                self.free_item(k, &slot, item);
-            }
-            if !self.batch.is_empty() {
-                let pages = self.batch.iter().filter(|e| e.page.is_some()).count();
-                k.merge_batch(&mut self.batch, threads);
-                left -= pages;
-                self.pages_scanned += pages as u64;
-                self.put_back(&slot);
-                self.publish();
+            let pages = cur.iter().filter(|e| e.page.is_some()).count();
+            left -= pages;
+            // While the helpers run this batch, `ksmd` gathers the next one of the same address
+            // space (their items are off its list, so the walk does not meet them).
+            let ahead = matches!(gathered, Gathered::Full)
+                && threads > 1
+                && left > 0
+                && !kthread::freezing();
+            let ahead = k.merge_batch(&mut cur, threads, || {
+                ahead.then(|| self.gather(k, &slot, &mut next, left.min(per_batch)))
+            });
+            self.free_doomed(k, &slot);
+            self.put_back(&slot, &mut cur);
+            self.pages_scanned += pages as u64;
+            self.publish();
+            if let Some(g) = ahead {
+                core::mem::swap(&mut cur, &mut next);
+                at = Some((slot, g));
+                continue;
             }
             match gathered {
                 Gathered::Full => {}
@@ -605,15 +646,24 @@ impl ScanState {
                 }
             }
         }
+        self.batch = cur;
+        self.spare = next;
         self.publish();
     }
 
-    /// Puts the items of the batch back on `slot`'s list, just before its cursor, in order, and
-    /// drops the pages.
-    fn put_back(&mut self, slot: &MmSlot) {
+    /// Frees the items that gathering took off `slot`'s list.
+    fn free_doomed(&mut self, k: &Ksm, slot: &MmSlot) {
+        while let Some(item) = self.doomed.pop() {
+            self.free_item(k, slot, item);
+        }
+    }
+
+    /// Puts the items of `batch` back on `slot`'s list, just before its cursor, in order, and
+    /// drops what is left of the batch.
+    fn put_back(&mut self, slot: &MmSlot, batch: &mut KVec<Entry>) {
         let list = slot.items.get_mut(&mut self.slots_token);
-        let n = self.batch.len();
-        while let Some(e) = self.batch.pop() {
+        let n = batch.len();
+        while let Some(e) = batch.pop() {
             // Cannot fail: an item's links are at their declared offset.
             let _ = list.insert(e.item);
         }
@@ -682,6 +732,10 @@ impl ScanState {
         {
             return false;
         }
+        if let Some(item) = slot.items.get(&self.slots_token).current() {
+            // A new item is in no tree: any shard's lock will do to see that; spread them.
+            item.set_shard((addr / PAGE_SIZE) % NR_SHARDS);
+        }
         self.rmap_items += 1;
         slot.nr_items.fetch_add(1, Relaxed);
         slot.mm.ksm_counters().add_rmap_items(1);
@@ -731,13 +785,19 @@ impl ScanState {
         Some(s)
     }
 
-    /// Gathers up to `want` pages of `slot`, from the scan address on, into the batch, taking
+    /// Gathers up to `want` pages of `slot`, from the scan address on, into `batch`, taking
     /// their items off the slot's list (C's inner loop of `scan_get_next_rmap_item()`, for
     /// several pages under one mmap lock). Pages that smart scanning skips are in the batch too,
     /// without their page.
-    fn gather(&mut self, k: &Ksm, slot: &MmSlot, want: usize) -> Gathered {
+    fn gather(
+        &mut self,
+        k: &Ksm,
+        slot: &MmSlot,
+        batch: &mut KVec<Entry>,
+        want: usize,
+    ) -> Gathered {
         let guard = slot.mm.mmap_read_lock();
-        while self.batch.len() < want {
+        while batch.len() < want {
             kthread::cond_resched();
             match self.walk_slot(slot, &guard) {
                 Walked::Page(page) => {
@@ -745,7 +805,7 @@ impl ScanState {
                     let list = slot.items.get_mut(&mut self.slots_token);
                     if let Some(item) = list.remove_current() {
                         // Room for `BATCH` was made at init, and `want` is at most that.
-                        if let Err(e) = self.batch.push_within_capacity(Entry { item, page }) {
+                        if let Err(e) = batch.push_within_capacity(Entry { item, page }) {
                             let _ = list.insert(e.item);
                             list.advance();
                             return Gathered::Full;
