@@ -323,7 +323,8 @@ impl Crew {
         let r = own();
         job();
         self.state.lock().job = None;
-        self.done.wait_freezable(|| self.state.lock().busy == 0, None);
+        self.done
+            .wait_freezable(|| self.state.lock().busy == 0, None);
         r
     }
 
@@ -336,7 +337,8 @@ impl Crew {
             st.job.is_some() && st.round != seen && st.room > 0
         };
         while !should_stop() {
-            self.start.wait_freezable(|| should_stop() || open(seen), None);
+            self.start
+                .wait_freezable(|| should_stop() || open(seen), None);
             let job = {
                 let mut st = self.state.lock();
                 match st.job {
@@ -395,11 +397,17 @@ impl<'a, T> WorkList<'a, T> {
     }
 
     /// The next element no thread took yet, if any.
+    // `&mut` from `&self` is the point: the counter hands each element out once, so the shared
+    // list gives each thread exclusive access to different elements.
+    #[allow(clippy::mut_from_ref)]
     pub fn take(&self) -> Option<&mut T> {
-        let i = self.next.fetch_add(1, core::sync::atomic::Ordering::Relaxed);
+        let i = self
+            .next
+            .fetch_add(1, core::sync::atomic::Ordering::Relaxed);
         if i >= self.len {
             // Keep the counter from wrapping around, however often it is asked.
-            self.next.store(self.len, core::sync::atomic::Ordering::Relaxed);
+            self.next
+                .store(self.len, core::sync::atomic::Ordering::Relaxed);
             return None;
         }
         // SAFETY: `i < len`, so the element is in the slice, borrowed mutably for `'a`, which

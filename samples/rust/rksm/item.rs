@@ -128,8 +128,7 @@ impl<B: Backend> RmapItem<B> {
     /// Records the index of the tree the item goes into (below `MAX_NIDS`).
     pub(crate) fn set_nid(&self, nid: usize) {
         let w = self.whereabouts.load(Relaxed) & !(MAX_NIDS as u16 - 1);
-        self.whereabouts
-            .store(w | (nid % MAX_NIDS) as u16, Relaxed);
+        self.whereabouts.store(w | (nid % MAX_NIDS) as u16, Relaxed);
     }
 
     /// The shard whose trees the item was last put in (0 for a new item): the one whose lock

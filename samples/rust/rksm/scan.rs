@@ -50,8 +50,8 @@ use kernel::mm::virt::flags;
 use kernel::mm::{self, Mm, MmFlag, MmapReadGuard};
 use kernel::page::PAGE_SIZE;
 use kernel::prelude::*;
-use kernel::str::CString;
 use kernel::slist::SList;
+use kernel::str::CString;
 use kernel::sync::{new_mutex, Arc, Mutex};
 use kernel::types::ARef;
 
@@ -276,7 +276,10 @@ pub(crate) fn init() -> Result {
             trees: Trees::new(mm::nr_node_ids())?,
             shown: [0; 5],
         };
-        shards.push(KBox::pin_init(new_mutex!(shard, "ksm_shard"), GFP_KERNEL)?, GFP_KERNEL)?;
+        shards.push(
+            KBox::pin_init(new_mutex!(shard, "ksm_shard"), GFP_KERNEL)?,
+            GFP_KERNEL,
+        )?;
     }
     let state = ScanState {
         slots_token: SlotsToken::acquire().ok_or(EBUSY)?,
@@ -489,7 +492,11 @@ fn shard_of(checksum: u32) -> usize {
 
 impl Ksm {
     /// Runs `f` on shard `i` under its lock, then publishes its counters.
-    fn in_shard<R>(&self, i: usize, f: impl FnOnce(&mut Trees<KsmBackend>, &mut KsmToken) -> R) -> R {
+    fn in_shard<R>(
+        &self,
+        i: usize,
+        f: impl FnOnce(&mut Trees<KsmBackend>, &mut KsmToken) -> R,
+    ) -> R {
         let mut sh = self.shards[i].lock();
         let Shard { trees, token, .. } = &mut *sh;
         let r = f(trees, token);
@@ -789,13 +796,7 @@ impl ScanState {
     /// their items off the slot's list (C's inner loop of `scan_get_next_rmap_item()`, for
     /// several pages under one mmap lock). Pages that smart scanning skips are in the batch too,
     /// without their page.
-    fn gather(
-        &mut self,
-        k: &Ksm,
-        slot: &MmSlot,
-        batch: &mut KVec<Entry>,
-        want: usize,
-    ) -> Gathered {
+    fn gather(&mut self, k: &Ksm, slot: &MmSlot, batch: &mut KVec<Entry>, want: usize) -> Gathered {
         let guard = slot.mm.mmap_read_lock();
         while batch.len() < want {
             kthread::cond_resched();
