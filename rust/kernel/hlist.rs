@@ -125,6 +125,24 @@ fn check_id<K: Token>(token: &K, id: u32) {
 /// `Name::acquire()` returns `None` while another `Name` exists; `define_token!(Name, n)` makes
 /// one with ids `0..n`, whose `Name::acquire_nth(i)` returns `None` while another `Name` of id
 /// `i` exists (`acquire()` is `acquire_nth(0)`).
+///
+/// # Examples
+///
+/// ```
+/// use kernel::hlist::Token;
+/// use kernel::prelude::*;
+///
+/// kernel::define_token!(ShardToken, 2);
+///
+/// let one = ShardToken::acquire_nth(1).ok_or(EBUSY)?;
+/// assert!(ShardToken::acquire_nth(1).is_none());
+/// assert!(ShardToken::acquire_nth(2).is_none());
+/// let zero = ShardToken::acquire().ok_or(EBUSY)?;
+/// assert_eq!((zero.id(), one.id(), ShardToken::IDS), (0, 1, 2));
+/// drop(one);
+/// assert!(ShardToken::acquire_nth(1).is_some());
+/// # Ok::<(), Error>(())
+/// ```
 #[macro_export]
 macro_rules! define_token {
     ($vis:vis $name:ident) => {

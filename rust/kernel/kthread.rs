@@ -223,17 +223,17 @@ impl WaitQueue {
     }
 }
 
-/// A job lent to a [`Crew`]: a closure whose lifetime [`Crew::run`] erased.
+/// A job lent to a [`Crew`]: a closure whose lifetime [`Crew::run_beside`] erased.
 #[derive(Clone, Copy)]
 struct Job(*const (dyn Fn() + Sync));
 
-// SAFETY: The closure is `Sync`, so it may be called from any thread; `Crew::run` keeps it alive
-// while any thread may call it.
+// SAFETY: The closure is `Sync`, so it may be called from any thread; `Crew::run_beside` keeps
+// it alive while any thread may call it.
 unsafe impl Send for Job {}
 
 /// What a [`Crew`]'s lock protects.
 struct CrewState {
-    /// The job on offer, while [`Crew::run`] runs.
+    /// The job on offer, while [`Crew::run_beside`] runs.
     job: Option<Job>,
     /// Counts the jobs offered, so that a helper joins each at most once.
     round: u64,
@@ -252,10 +252,30 @@ struct CrewState {
 /// every job on the leader alone. Helpers that are frozen, or busy elsewhere, simply do not join:
 /// the leader never waits for a helper to start, only for those that started to finish.
 ///
+/// # Examples
+///
+/// With no helper serving it, a crew runs the job on the calling thread alone:
+///
+/// ```
+/// use core::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+/// use kernel::kthread::Crew;
+/// use kernel::prelude::*;
+///
+/// let crew = KBox::pin_init(Crew::new(), GFP_KERNEL)?;
+/// let calls = AtomicUsize::new(0);
+/// let job = || {
+///     calls.fetch_add(1, Relaxed);
+/// };
+/// assert_eq!(crew.run_beside(1, &job, || 7), 7);
+/// crew.run(0, &job);
+/// assert_eq!(calls.load(Relaxed), 2);
+/// # Ok::<(), Error>(())
+/// ```
+///
 /// # Invariants
 ///
-/// `state.job` is `Some` only while [`Crew::run`] runs, and then points to the closure it was
-/// given; `run` returns only once the job is withdrawn and `state.busy` is 0.
+/// `state.job` is `Some` only while [`Crew::run_beside`] runs, and then points to the closure
+/// it was given; `run_beside` returns only once the job is withdrawn and `state.busy` is 0.
 #[pin_data]
 pub struct Crew {
     #[pin]
@@ -314,7 +334,7 @@ impl Crew {
         };
         {
             let mut st = self.state.lock();
-            // INVARIANT: `run` is running and waits below for every helper that joins.
+            // INVARIANT: `run_beside` is running and waits below for every helper that joins.
             st.job = Some(Job(raw));
             st.round = st.round.wrapping_add(1);
             st.room = helpers;
@@ -351,8 +371,8 @@ impl Crew {
                     _ => continue,
                 }
             };
-            // SAFETY: The job was on offer when this helper joined (counted in `busy`); `run`
-            // keeps the closure alive until `busy` drops back to 0 (type invariant).
+            // SAFETY: The job was on offer when this helper joined (counted in `busy`);
+            // `run_beside` keeps the closure alive until `busy` drops back to 0 (type invariant).
             unsafe { (*job.0)() };
             let idle = {
                 let mut st = self.state.lock();
@@ -368,6 +388,24 @@ impl Crew {
 
 /// The elements of a slice shared out among the threads of a [`Crew`] job: each element goes,
 /// to change, to exactly one of the threads that call [`WorkList::take`].
+///
+/// # Examples
+///
+/// ```
+/// use kernel::kthread::WorkList;
+///
+/// let mut v = [1, 2, 3];
+/// let work = WorkList::new(&mut v);
+/// let mut n = 0;
+/// while let Some(x) = work.take() {
+///     *x *= 10;
+///     n += 1;
+/// }
+/// assert_eq!(n, 3);
+/// assert!(work.take().is_none());
+/// drop(work);
+/// assert_eq!(v, [10, 20, 30]);
+/// ```
 ///
 /// # Invariants
 ///
