@@ -395,15 +395,16 @@ impl Crew {
 /// use kernel::kthread::WorkList;
 ///
 /// let mut v = [1, 2, 3];
-/// let work = WorkList::new(&mut v);
-/// let mut n = 0;
-/// while let Some(x) = work.take() {
-///     *x *= 10;
-///     n += 1;
+/// {
+///     let work = WorkList::new(&mut v);
+///     let mut n = 0;
+///     while let Some(x) = work.take() {
+///         *x *= 10;
+///         n += 1;
+///     }
+///     assert_eq!(n, 3);
+///     assert!(work.take().is_none());
 /// }
-/// assert_eq!(n, 3);
-/// assert!(work.take().is_none());
-/// drop(work);
 /// assert_eq!(v, [10, 20, 30]);
 /// ```
 ///

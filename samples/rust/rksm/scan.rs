@@ -426,7 +426,7 @@ fn change_trees<P>(
     for s in k.shards.iter() {
         let mut sh = s.lock();
         let Shard { trees, token, .. } = &mut *sh;
-        busy |= trees.remove_all_stable_nodes(&k.backend, token).is_err();
+        busy |= trees.drain_for_knob(&k.backend, token).is_err();
         sh.publish();
     }
     if busy {
@@ -731,6 +731,8 @@ impl ScanState {
         ) else {
             return false;
         };
+        // A new item is in no tree: any shard's lock will do to see that; spread them.
+        item.set_shard((addr / PAGE_SIZE) % NR_SHARDS);
         if slot
             .items
             .get_mut(&mut self.slots_token)
@@ -738,10 +740,6 @@ impl ScanState {
             .is_err()
         {
             return false;
-        }
-        if let Some(item) = slot.items.get(&self.slots_token).current() {
-            // A new item is in no tree: any shard's lock will do to see that; spread them.
-            item.set_shard((addr / PAGE_SIZE) % NR_SHARDS);
         }
         self.rmap_items += 1;
         slot.nr_items.fetch_add(1, Relaxed);

@@ -100,7 +100,7 @@ impl<B: Backend> Trees<B> {
     /// Empties the stable trees for a change of `merge_across_nodes` or `max_page_sharing`: fails
     /// with `EBUSY`, as C KSM does, while KSM pages are mapped by rmap_items (`pages_shared` is
     /// not 0) or while a KSM page of an empty node is still mapped (by forks).
-    fn drain_for_knob(&mut self, backend: &B, token: &mut B::Token) -> Result {
+    pub(crate) fn drain_for_knob(&mut self, backend: &B, token: &mut B::Token) -> Result {
         if self.counters.pages_shared != 0 {
             return Err(EBUSY);
         }
