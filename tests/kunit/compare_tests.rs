@@ -5,7 +5,7 @@
 
 use super::pages::{Pattern, TestPages};
 use crate::backend::Contents;
-use crate::compare::{verify_prefix, Descent, Stats};
+use crate::compare::{verify_prefix, Descent, Order, Stats};
 use core::cmp::Ordering;
 use kernel::kunit_suite::{Check, TestResult};
 use kernel::page::PAGE_SIZE;
@@ -98,7 +98,7 @@ fn zero_page_detected() -> TestResult {
 fn descent_start_follows_bounds() -> TestResult {
     let p = TestPages::new(8, Pattern::Worst).check()?;
     let key = p.held(4);
-    let mut d = Descent::new(PAGE_SIZE - 8, true);
+    let mut d = Descent::new(PAGE_SIZE - 8, Order::SkipPrefix);
     kunit_ensure_eq!(d.start(), 0);
     // Key (page 4) against page 6: the key is smaller, go left; one bound, floor applies.
     let (step, c) = d.compare(&key.bytes(), &p.held(6).bytes());
@@ -113,9 +113,37 @@ fn descent_start_follows_bounds() -> TestResult {
     kunit_ensure_eq!(stats.compares, 2);
     kunit_ensure_eq!(stats.bytes, (PAGE_SIZE + 8) as u64);
     // Without skipping every comparison starts at 0.
-    let mut naive = Descent::new(PAGE_SIZE - 8, false);
+    let mut naive = Descent::new(PAGE_SIZE - 8, Order::Plain);
     naive.compare(&key.bytes(), &p.held(6).bytes());
     kunit_ensure_eq!(naive.start(), 0);
+    Ok(())
+}
+
+/// Ordered by checksum, a node of another checksum decides the step with no bound set and no
+/// byte read; a node of the same checksum is compared, from byte 0 while only one side is
+/// bounded (such trees keep no floor). The other orders never decide by checksum.
+fn descent_by_checksum() -> TestResult {
+    let p = TestPages::new(8, Pattern::Worst).check()?;
+    let key = p.held(4);
+    let mut d = Descent::new(PAGE_SIZE - 8, Order::Checksum);
+    kunit_ensure_eq!(d.by_sum(5, 9), Some(Step::Left));
+    kunit_ensure_eq!(d.by_sum(5, 1), Some(Step::Right));
+    kunit_ensure_eq!(d.by_sum(5, 5), None);
+    kunit_ensure_eq!(d.start(), 0);
+    let (step, _) = d.compare(&key.bytes(), &p.held(6).bytes());
+    kunit_ensure_eq!(step, Step::Left);
+    kunit_ensure_eq!(d.start(), 0);
+    let (step, _) = d.compare(&key.bytes(), &p.held(1).bytes());
+    kunit_ensure_eq!(step, Step::Right);
+    kunit_ensure_eq!(d.start(), PAGE_SIZE - 8);
+    let mut stats = Stats::default();
+    d.finish(&mut stats);
+    kunit_ensure_eq!((stats.compares, stats.key_steps), (2, 2));
+    kunit_ensure_eq!(stats.bytes, (2 * PAGE_SIZE) as u64);
+    kunit_ensure_eq!(d.floor_after_insert(false), 0);
+    for order in [Order::Plain, Order::SkipPrefix] {
+        kunit_ensure_eq!(Descent::new(0, order).by_sum(5, 9), None);
+    }
     Ok(())
 }
 
@@ -154,6 +182,7 @@ kunit_suite!(
         checksum_follows_contents,
         zero_page_detected,
         descent_start_follows_bounds,
+        descent_by_checksum,
         verify_prefix_finds_differences,
     ]
 );

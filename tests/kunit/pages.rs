@@ -8,6 +8,7 @@
 //! are equal). A page can be marked gone, to make stable nodes stale.
 
 use crate::backend::{Backend, Contents};
+use crate::compare::Order;
 use crate::item::RmapItem;
 use crate::stable::StableNode;
 use core::cmp::Ordering;
@@ -219,20 +220,34 @@ impl TestPages {
         Ordering::Equal
     }
 
-    /// The page indexes `0..n` sorted by contents (the naive reference order).
-    pub(crate) fn sorted(&self, n: usize) -> Result<KVec<usize>> {
+    /// Compares pages `a` and `b` in the order `order` of a tree: by contents, or by checksum
+    /// first for [`Order::Checksum`].
+    pub(crate) fn order_cmp(&self, order: Order, a: usize, b: usize) -> Ordering {
+        let by_sum = if order == Order::Checksum {
+            let sum = |i: usize| self.held(i).bytes().checksum();
+            sum(a).cmp(&sum(b))
+        } else {
+            Ordering::Equal
+        };
+        by_sum.then_with(|| self.naive_cmp(a, b))
+    }
+
+    /// The page indexes `0..n` sorted in the order `order` (the naive reference order).
+    pub(crate) fn sorted(&self, n: usize, order: Order) -> Result<KVec<usize>> {
         let mut v = KVec::with_capacity(n, GFP_KERNEL)?;
         for i in 0..n {
             v.push(i, GFP_KERNEL)?;
         }
-        v.sort_unstable_by(|&a, &b| self.naive_cmp(a, b));
+        v.sort_unstable_by(|&a, &b| self.order_cmp(order, a, b));
         Ok(v)
     }
 
-    /// Whether `sorted` (a sorted list of pages) has a page equal to page `key`: the naive
-    /// search, by bisection.
-    pub(crate) fn naive_contains(&self, sorted: &[usize], key: usize) -> bool {
-        sorted.binary_search_by(|&p| self.naive_cmp(p, key)).is_ok()
+    /// Whether `sorted` (a list of pages sorted in the order `order`) has a page equal to page
+    /// `key`: the naive search, by bisection.
+    pub(crate) fn naive_contains(&self, sorted: &[usize], key: usize, order: Order) -> bool {
+        sorted
+            .binary_search_by(|&p| self.order_cmp(order, p, key))
+            .is_ok()
     }
 }
 

@@ -5,7 +5,7 @@
 
 use super::pages::{items, max_rb_height, shuffled, Pattern, TestMapping, TestPages, TestToken};
 use crate::backend::Contents;
-use crate::compare::Stats;
+use crate::compare::{Key, Order, Stats};
 use crate::item::RmapItem;
 use crate::stable::{Counters, Search, Settings, StableTree};
 use core::cmp::Ordering;
@@ -15,7 +15,7 @@ use kernel::prelude::*;
 use kernel::{kunit_ensure, kunit_ensure_eq, kunit_suite};
 
 const SET: Settings = Settings {
-    skip_prefix: true,
+    order: Order::Checksum,
     max_page_sharing: 256,
     now: 0,
     prune_jiffies: 0,
@@ -48,10 +48,18 @@ fn build(p: &TestPages, n: usize, set: Settings, stats: &mut Stats) -> Result<Fi
         c: Counters::default(),
     };
     for i in shuffled(n, 0xab)? {
-        let key = p.held(i);
-        let node = f
-            .tree
-            .insert(p, &mut f.token, &key.bytes(), i, 0, set, stats, &mut f.c)?;
+        let held = p.held(i);
+        let bytes = held.bytes();
+        let node = f.tree.insert(
+            p,
+            &mut f.token,
+            &Key::of(&bytes),
+            i,
+            0,
+            set,
+            stats,
+            &mut f.c,
+        )?;
         node.append(&f.token, f.its[i].as_ref(), &mut f.c)?;
     }
     Ok(f)
@@ -65,25 +73,32 @@ fn search(
     set: Settings,
     stats: &mut Stats,
 ) -> Option<usize> {
-    let key = p.held(probe);
-    match f
-        .tree
-        .search(p, &mut f.token, &key.bytes(), set, stats, &mut f.c, |_| {
-            false
-        }) {
+    let held = p.held(probe);
+    let bytes = held.bytes();
+    match f.tree.search(
+        p,
+        &mut f.token,
+        &Key::of(&bytes),
+        set,
+        stats,
+        &mut f.c,
+        |_| false,
+    ) {
         Search::Found(found) => Some(found.page.index),
         _ => None,
     }
 }
 
 /// Lookups of pages equal to tree pages find them; lookups of other pages find nothing; the
-/// tree's order is the contents' order. For every pattern of distinct pages.
-fn search_matches_naive() -> TestResult {
+/// tree's order is that of `order` (contents, or checksum then contents). For every pattern of
+/// distinct pages.
+fn matches_naive(order: Order) -> TestResult {
+    let set = Settings { order, ..SET };
     for pattern in [Pattern::Worst, Pattern::Random(21), Pattern::ZeroPrefix(22)] {
         let n = 2048;
         let mut p = TestPages::new(n, pattern).check()?;
         let mut stats = Stats::default();
-        let sorted = p.sorted(n).check()?;
+        let sorted = p.sorted(n, order).check()?;
         let mut probes = KVec::new();
         for k in 0..128 {
             let i = (k * 97) % n;
@@ -91,7 +106,7 @@ fn search_matches_naive() -> TestResult {
             let absent = p.push(pattern, n + 1 + k, 0).check()?;
             probes.push((i, probe, absent), GFP_KERNEL).check()?;
         }
-        let mut f = build(&p, n, SET, &mut stats).check()?;
+        let mut f = build(&p, n, set, &mut stats).check()?;
         kunit_ensure_eq!(f.tree.len(), n);
         kunit_ensure_eq!(f.c.pages_shared, n as u64);
         kunit_ensure!(f.tree.height() <= max_rb_height(n));
@@ -99,16 +114,25 @@ fn search_matches_naive() -> TestResult {
             kunit_ensure_eq!(node.ksm_page().copied(), Some(sorted[k]));
         }
         for &(i, probe, absent) in probes.iter() {
-            kunit_ensure_eq!(search(&mut f, &p, probe, SET, &mut stats), Some(i));
-            let naive = p.naive_contains(&sorted, absent);
-            kunit_ensure_eq!(search(&mut f, &p, absent, SET, &mut stats).is_some(), naive);
+            kunit_ensure_eq!(search(&mut f, &p, probe, set, &mut stats), Some(i));
+            let naive = p.naive_contains(&sorted, absent, order);
+            kunit_ensure_eq!(search(&mut f, &p, absent, set, &mut stats).is_some(), naive);
         }
         drop(f);
     }
     Ok(())
 }
 
-/// On the worst case, a stable lookup reads one page plus at most 64 bytes per level.
+fn search_matches_naive() -> TestResult {
+    matches_naive(Order::SkipPrefix)
+}
+
+fn keyed_search_matches_naive() -> TestResult {
+    matches_naive(Order::Checksum)
+}
+
+/// On the worst case, a stable lookup reads one page plus at most 64 bytes per level; ordered by
+/// checksum, it reads only the page it finds.
 fn worst_case_search_cost() -> TestResult {
     let n = 4096;
     let mut p = TestPages::new(n, Pattern::Worst).check()?;
@@ -119,14 +143,18 @@ fn worst_case_search_cost() -> TestResult {
             .push((i, p.push(Pattern::Worst, i, 0).check()?), GFP_KERNEL)
             .check()?;
     }
-    let mut f = build(&p, n, SET, &mut Stats::default()).check()?;
-    let (mut skip, mut plain) = (Stats::default(), Stats::default());
-    let no_skip = Settings {
-        skip_prefix: false,
+    let skip_set = Settings {
+        order: Order::SkipPrefix,
         ..SET
     };
+    let no_skip = Settings {
+        order: Order::Plain,
+        ..SET
+    };
+    let mut f = build(&p, n, skip_set, &mut Stats::default()).check()?;
+    let (mut skip, mut plain) = (Stats::default(), Stats::default());
     for &(i, probe) in probes.iter() {
-        kunit_ensure_eq!(search(&mut f, &p, probe, SET, &mut skip), Some(i));
+        kunit_ensure_eq!(search(&mut f, &p, probe, skip_set, &mut skip), Some(i));
         kunit_ensure!(
             skip.last_bytes <= PAGE_SIZE as u64 + 64 * u64::from(skip.last_depth),
             "{} bytes at depth {}",
@@ -146,11 +174,23 @@ fn worst_case_search_cost() -> TestResult {
         plain.bytes,
         skip.bytes
     );
+    drop(f);
+    // The same tree ordered by checksum: a lookup compares the page it finds and nothing else
+    // (no two of these pages share a checksum: checked against the naive order).
+    let mut f = build(&p, n, SET, &mut Stats::default()).check()?;
+    let mut keyed = Stats::default();
+    for &(i, probe) in probes.iter() {
+        kunit_ensure_eq!(search(&mut f, &p, probe, SET, &mut keyed), Some(i));
+        kunit_ensure_eq!(keyed.last_bytes, PAGE_SIZE as u64);
+    }
+    kunit_ensure!(keyed.key_steps >= 8 * keyed.lookups);
+    kunit_ensure_eq!(keyed.compares, keyed.lookups);
     pr_info!(
-        "rksm_stable: worst case, {} pages: {} bytes per lookup skipping, {} plain, max depth {}\n",
+        "rksm_stable: worst case, {} pages: {} bytes per lookup skipping, {} plain, {} by checksum, max depth {}\n",
         n,
         skip.bytes / skip.lookups,
         plain.bytes / plain.lookups,
+        keyed.bytes / keyed.lookups,
         skip.max_depth
     );
     Ok(())
@@ -202,11 +242,12 @@ fn full_or_empty_nodes_are_not_offered() -> TestResult {
     let second = KBox::pin(RmapItem::new(TestMapping::new(0)), GFP_KERNEL).check()?;
     f.its.push(second, GFP_KERNEL).check()?;
     {
-        let key = p.held(0);
+        let held = p.held(0);
+        let bytes = held.bytes();
         let Search::Found(found) = f.tree.search(
             &p,
             &mut f.token,
-            &key.bytes(),
+            &Key::of(&bytes),
             set,
             &mut stats,
             &mut f.c,
@@ -235,6 +276,7 @@ kunit_suite!(
     "rksm_stable",
     [
         search_matches_naive,
+        keyed_search_matches_naive,
         worst_case_search_cost,
         stale_nodes_are_removed,
         full_or_empty_nodes_are_not_offered,

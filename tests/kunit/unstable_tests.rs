@@ -4,7 +4,8 @@
 //! what it does when pages change under it.
 
 use super::pages::{items, max_rb_height, shuffled, Pattern, TestMapping, TestPages};
-use crate::compare::Stats;
+use crate::backend::Contents;
+use crate::compare::{Order, Stats};
 use crate::item::RmapItem;
 use crate::unstable::{Lookup, UnstableTree};
 use core::cmp::Ordering;
@@ -28,10 +29,11 @@ fn probe(
     tree: &mut UnstableTree<TestPages>,
     p: &TestPages,
     page: usize,
+    order: Order,
     stats: &mut Stats,
 ) -> Result<Seen> {
     let item = KBox::pin(RmapItem::new(TestMapping::new(page)), GFP_KERNEL)?;
-    let seen = lookup(tree, p, item.as_ref(), true, stats);
+    let seen = lookup(tree, p, item.as_ref(), order, stats);
     tree.remove(&item);
     Ok(seen)
 }
@@ -40,11 +42,13 @@ fn lookup(
     tree: &mut UnstableTree<TestPages>,
     p: &TestPages,
     item: Pin<&RmapItem<TestPages>>,
-    skip: bool,
+    order: Order,
     stats: &mut Stats,
 ) -> Seen {
     let key = p.held(item.mapping().page());
-    match tree.search_insert(p, item, &key, 0, false, skip, stats) {
+    // As the volatility gate does before a lookup: the item records its page's checksum.
+    item.admit(key.bytes().checksum());
+    match tree.search_insert(p, item, &key, 0, false, order, stats) {
         Lookup::Found(hit) => Seen::Found(hit.page.index),
         Lookup::Inserted => Seen::Inserted,
         Lookup::GaveUp => Seen::GaveUp,
@@ -53,16 +57,16 @@ fn lookup(
 
 /// Inserts the pages of `pattern` in a shuffled order and checks every answer against a naive
 /// sorted array of the pages inserted so far: found exactly when an equal page is there, and
-/// then an equal page; the tree's order is the contents' order; the tree is balanced.
-fn against_naive(pattern: Pattern, n: usize, skip: bool) -> TestResult {
+/// then an equal page; the tree's order is `order`'s; the tree is balanced.
+fn against_naive(pattern: Pattern, n: usize, order: Order) -> TestResult {
     let p = TestPages::new(n, pattern).check()?;
     let items = items(n).check()?;
     let mut tree = UnstableTree::new();
     let mut stats = Stats::default();
     let mut naive: KVec<usize> = KVec::new();
     for i in shuffled(n, 0x5eed).check()? {
-        let seen = lookup(&mut tree, &p, items[i].as_ref(), skip, &mut stats);
-        let pos = naive.binary_search_by(|&q| p.naive_cmp(q, i));
+        let seen = lookup(&mut tree, &p, items[i].as_ref(), order, &mut stats);
+        let pos = naive.binary_search_by(|&q| p.order_cmp(order, q, i));
         match (seen, pos) {
             (Seen::Found(j), Ok(_)) => {
                 kunit_ensure_eq!(p.naive_cmp(i, j), Ordering::Equal);
@@ -88,7 +92,7 @@ fn against_naive(pattern: Pattern, n: usize, skip: bool) -> TestResult {
         let here = item.mapping().page();
         kunit_ensure_eq!(p.naive_cmp(here, naive[k]), Ordering::Equal);
         if let Some(q) = prev {
-            kunit_ensure_eq!(p.naive_cmp(q, here), Ordering::Less);
+            kunit_ensure_eq!(p.order_cmp(order, q, here), Ordering::Less);
         }
         prev = Some(here);
     }
@@ -102,28 +106,45 @@ fn against_naive(pattern: Pattern, n: usize, skip: bool) -> TestResult {
     Ok(())
 }
 
+const SKIP: Order = Order::SkipPrefix;
+const KEYED: Order = Order::Checksum;
+
 fn best_case_matches_naive() -> TestResult {
-    against_naive(Pattern::Best, 2048, true)
+    against_naive(Pattern::Best, 2048, SKIP)
 }
 
 fn worst_case_matches_naive() -> TestResult {
-    against_naive(Pattern::Worst, 4096, true)
+    against_naive(Pattern::Worst, 4096, SKIP)
 }
 
 fn random_pages_match_naive() -> TestResult {
-    against_naive(Pattern::Random(0xbeef), 4096, true)
+    against_naive(Pattern::Random(0xbeef), 4096, SKIP)
 }
 
 fn zero_prefix_pages_match_naive() -> TestResult {
-    against_naive(Pattern::ZeroPrefix(0xfeed), 4096, true)
+    against_naive(Pattern::ZeroPrefix(0xfeed), 4096, SKIP)
 }
 
 fn ragged_prefixes_match_naive() -> TestResult {
-    against_naive(Pattern::Ragged, 4096, true)
+    against_naive(Pattern::Ragged, 4096, SKIP)
 }
 
-/// Skipping prefixes changes the cost, never the answers: the same lookups with and without it
-/// give the same results, on every pattern.
+/// Ordered by checksum first, on every pattern.
+fn keyed_matches_naive() -> TestResult {
+    for pattern in [
+        Pattern::Best,
+        Pattern::Worst,
+        Pattern::Random(0xbeef),
+        Pattern::ZeroPrefix(0xfeed),
+        Pattern::Ragged,
+    ] {
+        against_naive(pattern, 2048, KEYED)?;
+    }
+    Ok(())
+}
+
+/// Skipping prefixes, or ordering by checksum first, changes the cost, never the answers: the
+/// same lookups in each order give the same results, on every pattern.
 fn skipping_gives_naive_answers() -> TestResult {
     for pattern in [
         Pattern::Worst,
@@ -135,33 +156,47 @@ fn skipping_gives_naive_answers() -> TestResult {
         let n = 1024;
         let p = TestPages::new(n, pattern).check()?;
         let (a, b) = (items(n).check()?, items(n).check()?);
+        let c = items(n).check()?;
         let (mut skip, mut plain) = (UnstableTree::new(), UnstableTree::new());
+        let mut keyed = UnstableTree::new();
         let mut stats = Stats::default();
         for i in shuffled(n, 77).check()? {
-            let x = lookup(&mut skip, &p, a[i].as_ref(), true, &mut stats);
-            let y = lookup(&mut plain, &p, b[i].as_ref(), false, &mut stats);
+            let x = lookup(&mut skip, &p, a[i].as_ref(), SKIP, &mut stats);
+            let y = lookup(&mut plain, &p, b[i].as_ref(), Order::Plain, &mut stats);
+            let z = lookup(&mut keyed, &p, c[i].as_ref(), KEYED, &mut stats);
             kunit_ensure_eq!(x, y);
+            kunit_ensure_eq!(z, y);
         }
         kunit_ensure_eq!(skip.len(), plain.len());
+        kunit_ensure_eq!(keyed.len(), plain.len());
         for (x, y) in skip.iter().zip(plain.iter()) {
             kunit_ensure_eq!(x.mapping().page(), y.mapping().page());
         }
         skip.reset();
         plain.reset();
+        keyed.reset();
     }
     Ok(())
 }
 
 /// On the worst case (4096 pages equal but their last 8 bytes), a lookup that skips prefixes
-/// reads at most 4096 + 64 bytes per level, where the plain walk reads 4096 at every level.
+/// reads at most 4096 + 64 bytes per level, where the plain walk reads 4096 at every level, and
+/// one ordered by checksum reads no page at all (none of these pages shares a checksum).
 fn worst_case_lookup_cost() -> TestResult {
     let n = 4096;
     let p = TestPages::new(n, Pattern::Worst).check()?;
     let (a, b) = (items(n).check()?, items(n).check()?);
+    let c = items(n).check()?;
     let (mut skip, mut plain) = (UnstableTree::new(), UnstableTree::new());
-    let (mut s, mut q) = (Stats::default(), Stats::default());
+    let mut keyed = UnstableTree::new();
+    let (mut s, mut q, mut k) = (Stats::default(), Stats::default(), Stats::default());
     for i in shuffled(n, 11).check()? {
-        lookup(&mut skip, &p, a[i].as_ref(), true, &mut s);
+        kunit_ensure_eq!(
+            lookup(&mut keyed, &p, c[i].as_ref(), KEYED, &mut k),
+            Seen::Inserted
+        );
+        kunit_ensure_eq!(k.last_bytes, 0);
+        lookup(&mut skip, &p, a[i].as_ref(), SKIP, &mut s);
         kunit_ensure!(
             s.last_bytes <= PAGE_SIZE as u64 + 64 * u64::from(s.last_depth),
             "lookup of page {} read {} bytes at depth {}",
@@ -169,7 +204,7 @@ fn worst_case_lookup_cost() -> TestResult {
             s.last_bytes,
             s.last_depth
         );
-        lookup(&mut plain, &p, b[i].as_ref(), false, &mut q);
+        lookup(&mut plain, &p, b[i].as_ref(), Order::Plain, &mut q);
         kunit_ensure_eq!(q.last_bytes, PAGE_SIZE as u64 * u64::from(q.last_depth));
     }
     kunit_ensure!(
@@ -184,52 +219,68 @@ fn worst_case_lookup_cost() -> TestResult {
         q.bytes,
         s.bytes
     );
+    kunit_ensure_eq!(k.compares, 0);
+    kunit_ensure!(k.max_depth >= 12);
     pr_info!(
-        "rksm_unstable: worst case, {} pages: {} bytes per lookup skipping, {} plain, max depth {}\n",
+        "rksm_unstable: worst case, {} pages: {} bytes per lookup skipping, {} plain, {} by checksum, max depth {}\n",
         n,
         s.bytes / s.lookups,
         q.bytes / q.lookups,
+        k.bytes / k.lookups,
         s.max_depth
     );
     skip.reset();
     plain.reset();
+    keyed.reset();
     Ok(())
 }
 
 /// Lookups of pages equal to ones in the tree find them, and read at most one page plus 64
-/// bytes per level before checking the skipped prefix of the match.
+/// bytes per level before checking the skipped prefix of the match; ordered by checksum, they
+/// read the match and nothing else.
 fn worst_case_hits_are_cheap_and_exact() -> TestResult {
-    let n = 4096;
-    let mut p = TestPages::new(n, Pattern::Worst).check()?;
-    let a = items(n).check()?;
-    let mut tree = UnstableTree::new();
-    let mut s = Stats::default();
-    for i in shuffled(n, 5).check()? {
-        lookup(&mut tree, &p, a[i].as_ref(), true, &mut s);
+    for order in [SKIP, KEYED] {
+        let n = 4096;
+        let mut p = TestPages::new(n, Pattern::Worst).check()?;
+        let a = items(n).check()?;
+        let mut tree = UnstableTree::new();
+        let mut s = Stats::default();
+        for i in shuffled(n, 5).check()? {
+            lookup(&mut tree, &p, a[i].as_ref(), order, &mut s);
+        }
+        for k in 0..256 {
+            let i = (k * 16 + 3) % n;
+            let page = p.push(Pattern::Worst, i, 0).check()?;
+            let verify0 = s.verify_bytes;
+            let seen = probe(&mut tree, &p, page, order, &mut s).check()?;
+            kunit_ensure_eq!(seen, Seen::Found(i));
+            if order == KEYED {
+                kunit_ensure_eq!(s.last_bytes, PAGE_SIZE as u64);
+            } else {
+                kunit_ensure!(s.last_bytes <= PAGE_SIZE as u64 + 64 * u64::from(s.last_depth));
+            }
+            kunit_ensure!(s.verify_bytes - verify0 <= PAGE_SIZE as u64);
+        }
+        tree.reset();
     }
-    for k in 0..256 {
-        let i = (k * 16 + 3) % n;
-        let page = p.push(Pattern::Worst, i, 0).check()?;
-        let verify0 = s.verify_bytes;
-        let seen = probe(&mut tree, &p, page, &mut s).check()?;
-        kunit_ensure_eq!(seen, Seen::Found(i));
-        kunit_ensure!(s.last_bytes <= PAGE_SIZE as u64 + 64 * u64::from(s.last_depth));
-        kunit_ensure!(s.verify_bytes - verify0 <= PAGE_SIZE as u64);
-    }
-    tree.reset();
     Ok(())
 }
 
 /// Pages that change after insertion make lookups miss, never report a page whose contents
-/// differ; the tree stays balanced, and the pass reset empties it.
+/// differ; the tree stays balanced, and the pass reset empties it. In both orders.
 fn mutation_misses_never_lies() -> TestResult {
+    mutation_misses(SKIP)?;
+    mutation_misses(KEYED)
+}
+
+fn mutation_misses(order: Order) -> TestResult {
     let n = 2048;
     let mut p = TestPages::new(n, Pattern::Random(0x51)).check()?;
     let a = items(n).check()?;
     let mut tree = UnstableTree::new();
     let mut s = Stats::default();
     for i in shuffled(n, 9).check()? {
-        lookup(&mut tree, &p, a[i].as_ref(), true, &mut s);
+        lookup(&mut tree, &p, a[i].as_ref(), order, &mut s);
     }
     // Change a quarter of the pages, at their start, middle and end.
     for i in (0..n).step_by(4) {
@@ -239,7 +290,7 @@ fn mutation_misses_never_lies() -> TestResult {
     for i in 0..n {
         // A fresh page with what page i held when it was inserted.
         let page = p.push(Pattern::Random(0x51), i, 0).check()?;
-        if let Seen::Found(j) = probe(&mut tree, &p, page, &mut s).check()? {
+        if let Seen::Found(j) = probe(&mut tree, &p, page, order, &mut s).check()? {
             kunit_ensure_eq!(p.naive_cmp(page, j), Ordering::Equal);
             found += 1;
         }
@@ -268,16 +319,40 @@ fn gives_up_on_same_or_gone_page() -> TestResult {
     let mut tree = UnstableTree::new();
     let mut s = Stats::default();
     kunit_ensure_eq!(
-        lookup(&mut tree, &p, a[1].as_ref(), true, &mut s),
+        lookup(&mut tree, &p, a[1].as_ref(), SKIP, &mut s),
         Seen::Inserted
     );
-    kunit_ensure_eq!(probe(&mut tree, &p, 1, &mut s).check()?, Seen::GaveUp);
+    kunit_ensure_eq!(probe(&mut tree, &p, 1, SKIP, &mut s).check()?, Seen::GaveUp);
     p.set_gone(1);
     kunit_ensure_eq!(
-        lookup(&mut tree, &p, a[2].as_ref(), true, &mut s),
+        lookup(&mut tree, &p, a[2].as_ref(), SKIP, &mut s),
         Seen::GaveUp
     );
     kunit_ensure_eq!(tree.len(), 1);
+    tree.reset();
+
+    // Ordered by checksum, only a lookup of the gone page's contents meets it, and gives up.
+    let mut p = TestPages::new(4, Pattern::Worst).check()?;
+    let copy = p.push(Pattern::Worst, 1, 0).check()?;
+    let a = items(4).check()?;
+    kunit_ensure_eq!(
+        lookup(&mut tree, &p, a[1].as_ref(), KEYED, &mut s),
+        Seen::Inserted
+    );
+    kunit_ensure_eq!(
+        probe(&mut tree, &p, 1, KEYED, &mut s).check()?,
+        Seen::GaveUp
+    );
+    p.set_gone(1);
+    kunit_ensure_eq!(
+        probe(&mut tree, &p, copy, KEYED, &mut s).check()?,
+        Seen::GaveUp
+    );
+    kunit_ensure_eq!(
+        lookup(&mut tree, &p, a[2].as_ref(), KEYED, &mut s),
+        Seen::Inserted
+    );
+    kunit_ensure_eq!(tree.len(), 2);
     tree.reset();
     Ok(())
 }
@@ -287,13 +362,18 @@ fn gives_up_on_same_or_gone_page() -> TestResult {
 /// contents, a key equal to the old page is not matched, and a match is never a page that
 /// differs from the key.
 fn peeked_page_is_confirmed() -> TestResult {
+    peeked(SKIP)?;
+    peeked(KEYED)
+}
+
+fn peeked(order: Order) -> TestResult {
     let mut p = TestPages::new(64, Pattern::Random(0x77)).check()?;
     let a = items(64).check()?;
     let mut tree = UnstableTree::new();
     let mut s = Stats::default();
     for i in shuffled(64, 3).check()? {
         kunit_ensure_eq!(
-            lookup(&mut tree, &p, a[i].as_ref(), true, &mut s),
+            lookup(&mut tree, &p, a[i].as_ref(), order, &mut s),
             Seen::Inserted
         );
     }
@@ -305,7 +385,7 @@ fn peeked_page_is_confirmed() -> TestResult {
     for i in 0..64 {
         // What item i mapped when it was inserted.
         let old = p.push(Pattern::Random(0x77), i, 0).check()?;
-        let seen = probe(&mut tree, &p, old, &mut s).check()?;
+        let seen = probe(&mut tree, &p, old, order, &mut s).check()?;
         if i < 32 {
             kunit_ensure!(
                 !matches!(seen, Seen::Found(_)),
@@ -319,7 +399,7 @@ fn peeked_page_is_confirmed() -> TestResult {
         let now = p
             .push(Pattern::Random(if i < 32 { 0x99 } else { 0x77 }), i, 0)
             .check()?;
-        if let Seen::Found(j) = probe(&mut tree, &p, now, &mut s).check()? {
+        if let Seen::Found(j) = probe(&mut tree, &p, now, order, &mut s).check()? {
             kunit_ensure_eq!(j, a[i].mapping().page());
             kunit_ensure_eq!(p.naive_cmp(now, j), Ordering::Equal);
         }
@@ -336,6 +416,7 @@ kunit_suite!(
         random_pages_match_naive,
         zero_prefix_pages_match_naive,
         ragged_prefixes_match_naive,
+        keyed_matches_naive,
         skipping_gives_naive_answers,
         worst_case_lookup_cost,
         worst_case_hits_are_cheap_and_exact,

@@ -320,6 +320,18 @@ pub fn get_ksm_folio<T: KsmNode>(node: &T, pfn: &AtomicPfn) -> Option<ARef<Folio
     }
 }
 
+/// Whether the frame `pfn` holds still seems to be the KSM folio of `node`, read without taking
+/// a reference: a cheap first check for [`get_ksm_folio`]. `true` may be out of date as soon as it
+/// is returned; `false` means the node was stale when looked at, or its folio was migrating.
+pub fn ksm_folio_present<T: KsmNode>(node: &T, pfn: &AtomicPfn) -> bool {
+    let expected = node as *const T as usize | bindings::PAGE_MAPPING_KSM as usize;
+    let raw = pfn_folio_raw(pfn.load());
+    // SAFETY: `raw` is the `struct folio` at a frame that has one (`pfn_folio_raw`); its mapping
+    // is read once, and nothing else of it is used.
+    let mapping = unsafe { bindings::folio_mapping_raw(raw) } as usize;
+    mapping == expected
+}
+
 /// Takes a reference on the folio at `raw` if its mapping is still `expected` afterwards.
 fn try_get_expected(raw: *mut bindings::folio, expected: usize) -> Option<ARef<Folio>> {
     // A zero count usually means freed; but a folio in the swap cache may be frozen by

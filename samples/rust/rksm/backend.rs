@@ -57,6 +57,13 @@ pub(crate) trait Backend: Sized {
     /// The KSM page of a stable node, or `None` if it is gone (the node is stale).
     fn ksm_page(&self, node: &StableNode<Self>) -> Option<Self::Page<'_>>;
 
+    /// Whether the KSM page of a stable node seems to be there still, checked more cheaply than
+    /// [`Backend::ksm_page`] and without holding it: `false` only if the node may be stale, which
+    /// [`Backend::ksm_page`] then decides.
+    fn ksm_page_present(&self, node: &StableNode<Self>) -> bool {
+        self.ksm_page(node).is_some()
+    }
+
     /// What a new stable node records of `page`, which has just become a KSM page.
     fn ksm_page_of(&self, page: &Self::Page<'_>) -> Self::KsmPage;
 

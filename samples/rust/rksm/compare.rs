@@ -30,10 +30,60 @@
 //! the wrong way. A match is never reported from a partial comparison: the unstable tree checks
 //! the skipped prefix of a match, and a merge compares the whole pages again once they are
 //! write-protected.
+//!
+//! # Ordering by checksum first
+//!
+//! Every page the trees look up already has its checksum computed (the volatility gate needs it).
+//! With [`Order::Checksum`] the trees order pages by that checksum first and by contents only
+//! among equal checksums. Equal pages have equal checksums, so a lookup still finds exactly the
+//! pages equal to its key, but a descent past a node of another checksum compares two integers
+//! the tree keeps (an rmap_item's recorded checksum, a stable node's) and touches no page at all.
+//! Only nodes of the key's checksum, in practice the matches, are compared byte by byte. On the
+//! worst case, where every page differs in its last 8 bytes, that is one page per lookup instead
+//! of a page per level.
+//!
+//! Among nodes of the key's checksum the prefix argument above still holds: the nodes of one
+//! checksum are consecutive in the tree's order, and a bound set by comparing contents with an
+//! ancestor of that checksum still encloses every node below it. Steps decided by checksum set no
+//! bound, and the tree keeps no floor (its smallest and largest pages need not share a prefix with
+//! the nodes of one checksum), so with one bound a comparison starts at byte 0.
 
 use kernel::mm::contents::{Comparison, PageBytes};
 use kernel::page::PAGE_SIZE;
 use kernel::search_tree::Step;
+
+/// How a tree orders its pages.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Order {
+    /// By contents, every comparison from byte 0 (C KSM's `memcmp()`).
+    Plain,
+    /// By contents, each comparison skipping the prefix known to be equal.
+    SkipPrefix,
+    /// By checksum, then by contents (skipping the known prefix) among equal checksums: what
+    /// rksm's trees use.
+    Checksum,
+}
+
+/// A page to look up: its contents and its checksum (used with [`Order::Checksum`]).
+pub(crate) struct Key<'a> {
+    /// The page's bytes.
+    pub(crate) bytes: &'a PageBytes<'a>,
+    /// The page's checksum ([`PageBytes::checksum`]), as recorded for it.
+    pub(crate) sum: u32,
+}
+
+impl<'a> Key<'a> {
+    /// The key of `bytes`, whose checksum was recorded as `sum`.
+    pub(crate) fn new(bytes: &'a PageBytes<'a>, sum: u32) -> Self {
+        Self { bytes, sum }
+    }
+
+    /// The key of `bytes`, computing their checksum.
+    pub(crate) fn of(bytes: &'a PageBytes<'a>) -> Self {
+        let sum = bytes.checksum();
+        Self { bytes, sum }
+    }
+}
 
 /// What it cost to compare pages, kept cheaply as the trees work.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -42,6 +92,8 @@ pub(crate) struct Stats {
     pub(crate) lookups: u64,
     /// Page comparisons made while descending.
     pub(crate) compares: u64,
+    /// Steps decided by checksum alone, without reading a page.
+    pub(crate) key_steps: u64,
     /// Bytes read by those comparisons (of each of the two pages).
     pub(crate) bytes: u64,
     /// Bytes read to check the skipped prefix of a match in the unstable tree.
@@ -60,6 +112,7 @@ pub(crate) struct Descent {
     hi: Option<usize>,
     floor: usize,
     skip: bool,
+    keyed: bool,
     /// The common prefix with the last node compared.
     pub(crate) last_common: usize,
     /// Whether the descent has only gone left (or not moved): it is at the smallest page.
@@ -67,24 +120,52 @@ pub(crate) struct Descent {
     /// Whether it has only gone right (or not moved).
     pub(crate) rightmost: bool,
     depth: u32,
+    key_steps: u32,
     bytes: u64,
 }
 
 impl Descent {
-    /// A descent of a tree whose pages all share `floor` bytes; `skip` enables prefix skipping
-    /// (without it every comparison starts at byte 0, as C KSM's `memcmp()` does).
-    pub(crate) fn new(floor: usize, skip: bool) -> Self {
+    /// A descent of a tree ordered by `order`, whose pages all share `floor` bytes (ignored with
+    /// [`Order::Checksum`], whose trees keep no floor).
+    pub(crate) fn new(floor: usize, order: Order) -> Self {
         Self {
             lo: None,
             hi: None,
-            floor,
-            skip,
+            floor: if order == Order::Checksum { 0 } else { floor },
+            skip: order != Order::Plain,
+            keyed: order == Order::Checksum,
             last_common: 0,
             leftmost: true,
             rightmost: true,
             depth: 0,
+            key_steps: 0,
             bytes: 0,
         }
+    }
+
+    /// With [`Order::Checksum`], where a node whose recorded checksum is `node` sends the key
+    /// whose checksum is `key`, or `None` if the checksums are equal and the pages must be
+    /// compared. Always `None` with the other orders.
+    #[inline]
+    pub(crate) fn by_sum(&mut self, key: u32, node: u32) -> Option<Step> {
+        if !self.keyed {
+            return None;
+        }
+        let step = match key.cmp(&node) {
+            core::cmp::Ordering::Less => {
+                self.rightmost = false;
+                Step::Left
+            }
+            core::cmp::Ordering::Greater => {
+                self.leftmost = false;
+                Step::Right
+            }
+            core::cmp::Ordering::Equal => return None,
+        };
+        // No bound is set: the node is not of the key's checksum (see the module documentation).
+        self.depth += 1;
+        self.key_steps += 1;
+        Some(step)
     }
 
     /// Where the next comparison may start: a prefix the key shares with every node below.
@@ -133,7 +214,8 @@ impl Descent {
     /// Adds this descent's costs to `stats`.
     pub(crate) fn finish(&self, stats: &mut Stats) {
         stats.lookups += 1;
-        stats.compares += u64::from(self.depth);
+        stats.compares += u64::from(self.depth - self.key_steps);
+        stats.key_steps += u64::from(self.key_steps);
         stats.bytes += self.bytes;
         stats.max_depth = stats.max_depth.max(self.depth);
         stats.last_depth = self.depth;
@@ -141,9 +223,11 @@ impl Descent {
     }
 
     /// The tree's new floor after a page compared by this descent was linked at the place it
-    /// reached (a new smallest or largest page lowers it).
+    /// reached (a new smallest or largest page lowers it). Trees ordered by checksum keep none.
     pub(crate) fn floor_after_insert(&self, tree_was_empty: bool) -> usize {
-        if tree_was_empty {
+        if self.keyed {
+            0
+        } else if tree_was_empty {
             PAGE_SIZE
         } else if self.leftmost || self.rightmost {
             self.floor.min(self.last_common)

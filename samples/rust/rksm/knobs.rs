@@ -46,31 +46,52 @@ pub(crate) static ADVISOR_TARGET_SCAN_TIME: AtomicUsize = AtomicUsize::new(200);
 /// The statistics, as last published by the scanner.
 pub(crate) struct Published {
     pub(crate) pages_scanned: AtomicI64,
-    pub(crate) pages_shared: AtomicI64,
-    pub(crate) pages_sharing: AtomicI64,
-    pub(crate) pages_unshared: AtomicI64,
     pub(crate) pages_skipped: AtomicI64,
     pub(crate) rmap_items: AtomicI64,
     pub(crate) full_scans: AtomicI64,
-    pub(crate) chains: AtomicI64,
-    pub(crate) dups: AtomicI64,
     pub(crate) max_page_sharing: AtomicI64,
     pub(crate) merge_across_nodes: AtomicBool,
 }
 
 pub(crate) static STATS: Published = Published {
     pages_scanned: AtomicI64::new(0),
-    pages_shared: AtomicI64::new(0),
-    pages_sharing: AtomicI64::new(0),
-    pages_unshared: AtomicI64::new(0),
     pages_skipped: AtomicI64::new(0),
     rmap_items: AtomicI64::new(0),
     full_scans: AtomicI64::new(0),
-    chains: AtomicI64::new(0),
-    dups: AtomicI64::new(0),
     max_page_sharing: AtomicI64::new(256),
     merge_across_nodes: AtomicBool::new(true),
 };
+
+/// The counters of the trees of one shard, as the shard last published them.
+pub(crate) struct TreeStats {
+    pub(crate) pages_shared: AtomicI64,
+    pub(crate) pages_sharing: AtomicI64,
+    pub(crate) pages_unshared: AtomicI64,
+    pub(crate) chains: AtomicI64,
+    pub(crate) dups: AtomicI64,
+}
+
+impl TreeStats {
+    const fn new() -> Self {
+        Self {
+            pages_shared: AtomicI64::new(0),
+            pages_sharing: AtomicI64::new(0),
+            pages_unshared: AtomicI64::new(0),
+            chains: AtomicI64::new(0),
+            dups: AtomicI64::new(0),
+        }
+    }
+}
+
+/// The counters of each shard's trees: each shard stores its own (plain stores under its lock,
+/// no shared read-modify-write on the scan path), and sysfs adds them up.
+pub(crate) static TREE_STATS: [TreeStats; scan::NR_SHARDS] =
+    [const { TreeStats::new() }; scan::NR_SHARDS];
+
+/// The sum of one counter over the shards.
+fn trees(counter: impl Fn(&TreeStats) -> &AtomicI64) -> i64 {
+    TREE_STATS.iter().map(|t| counter(t).load(Relaxed)).sum()
+}
 
 /// Whether zero pages are merged with the kernel's zero page.
 pub(crate) fn use_zero_pages() -> bool {
@@ -83,7 +104,7 @@ fn get(a: &AtomicI64) -> i64 {
 
 /// The memory KSM saves in all, as C's `general_profit`.
 fn general_profit() -> i64 {
-    (get(&STATS.pages_sharing) + mmksm::zero_pages() as i64) * PAGE_SIZE as i64
+    (trees(|t| &t.pages_sharing) + mmksm::zero_pages() as i64) * PAGE_SIZE as i64
         - get(&STATS.rmap_items) * scan::ITEM_SIZE as i64
 }
 
@@ -99,9 +120,9 @@ show_value!(show_run, RUN.load(Relaxed));
 show_value!(show_pages_to_scan, PAGES_TO_SCAN.load(Relaxed));
 show_value!(show_sleep, SLEEP_MS.load(Relaxed));
 show_value!(show_scanned, get(&STATS.pages_scanned));
-show_value!(show_shared, get(&STATS.pages_shared));
-show_value!(show_sharing, get(&STATS.pages_sharing));
-show_value!(show_unshared, get(&STATS.pages_unshared));
+show_value!(show_shared, trees(|t| &t.pages_shared));
+show_value!(show_sharing, trees(|t| &t.pages_sharing));
+show_value!(show_unshared, trees(|t| &t.pages_unshared));
 show_value!(show_skipped, get(&STATS.pages_skipped));
 show_value!(show_zero_pages, mmksm::zero_pages());
 show_value!(show_full_scans, get(&STATS.full_scans));
@@ -110,8 +131,8 @@ show_value!(
     u32::from(STATS.merge_across_nodes.load(Relaxed))
 );
 show_value!(show_max_page_sharing, get(&STATS.max_page_sharing));
-show_value!(show_chains, get(&STATS.chains));
-show_value!(show_dups, get(&STATS.dups));
+show_value!(show_chains, trees(|t| &t.chains));
+show_value!(show_dups, trees(|t| &t.dups));
 show_value!(show_prune_ms, CHAINS_PRUNE_MS.load(Relaxed));
 show_value!(show_use_zero_pages, u32::from(USE_ZERO_PAGES.load(Relaxed)));
 show_value!(show_general_profit, general_profit());
@@ -125,9 +146,9 @@ show_value!(show_scan_threads, SCAN_THREADS.load(Relaxed));
 fn show_volatile(b: &mut ShowBuf) -> core::fmt::Result {
     // Not worth any locking, as in C; so it may come out negative: hide that.
     let v = get(&STATS.rmap_items)
-        - get(&STATS.pages_shared)
-        - get(&STATS.pages_sharing)
-        - get(&STATS.pages_unshared);
+        - trees(|t| &t.pages_shared)
+        - trees(|t| &t.pages_sharing)
+        - trees(|t| &t.pages_unshared);
     writeln!(b, "{}", v.max(0))
 }
 

@@ -189,6 +189,11 @@ impl Backend for KsmBackend {
         Some(Page(HeldPage::first_of(folio)))
     }
 
+    fn ksm_page_present(&self, node: &StableNode<Self>) -> bool {
+        node.ksm_page()
+            .is_some_and(|pfn| mmksm::ksm_folio_present(node, pfn))
+    }
+
     fn ksm_page_of(&self, page: &Page) -> AtomicPfn {
         AtomicPfn::new(page.0.page().pfn())
     }

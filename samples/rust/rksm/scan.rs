@@ -15,10 +15,11 @@
 //! page is looked up and merged or inserted in the trees of its checksum's shard, under that
 //! lock. No thread ever holds two shard locks.
 //!
-//! With one thread, `ksmd` takes the pages one by one, as C KSM does. With more, `ksmd` gathers
-//! a batch of pages of one address space (taking their items off its list, so that it owns them
-//! meanwhile) and runs the batch with the helpers of its [`Crew`], which take the pages from a
-//! shared counter; it puts the items back and walks on once every page is done.
+//! `ksmd` gathers a batch of pages of one address space under one mmap lock hold (taking their
+//! items off its list, so that it owns them meanwhile), then merges them: in order by itself
+//! with one thread (C's order, C walking one page between merges), or with the helpers of its
+//! [`Crew`], which take the pages from a shared counter. It puts the items back and walks on once
+//! every page is done.
 //!
 //! # Locks
 //!
@@ -40,10 +41,10 @@ use crate::item::{RmapItem, MAX_NIDS, MAX_SHARDS};
 use crate::knobs::{self, STATS};
 use crate::real::{KsmBackend, KsmToken, Mapping, Page};
 use crate::trees::{self, Left, Outcome, Trees};
-use core::sync::atomic::{AtomicI64, AtomicUsize, Ordering::Relaxed};
+use core::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use kernel::c_str;
 use kernel::global::Global;
-use kernel::hlist::TokenCell;
+use kernel::hlist::{Token, TokenCell};
 use kernel::kthread::{self, Crew, WaitQueue, WorkList};
 use kernel::mm::ksm::{self as mmksm, trace};
 use kernel::mm::virt::flags;
@@ -62,7 +63,7 @@ const _: () = assert!(NR_SHARDS <= MAX_SHARDS);
 /// The most scanner threads (`scan_threads`), `ksmd` included.
 pub(crate) const MAX_SCAN_THREADS: u32 = 16;
 
-/// How many pages `ksmd` gathers for a batch its helpers share (C takes them one by one).
+/// How many pages `ksmd` gathers for a batch (C walks to one page at a time).
 const BATCH: usize = 64;
 
 kernel::define_token!(pub(crate) SlotsToken);
@@ -79,6 +80,10 @@ pub(crate) const ITEM_SIZE: usize = core::mem::size_of::<RmapItem<KsmBackend>>()
 
 // Every tracked page costs no more than in C KSM, whose `struct ksm_rmap_item` is 64 bytes.
 const _: () = assert!(ITEM_SIZE <= 64);
+
+// A stable node (with the checksum that orders it) fits the 64-byte slab of C's
+// `struct ksm_stable_node`.
+const _: () = assert!(core::mem::size_of::<crate::stable::StableNode<KsmBackend>>() <= 64);
 
 type Item = RmapItem<KsmBackend>;
 
@@ -149,34 +154,19 @@ impl SlotList {
 pub(crate) struct Shard {
     token: KsmToken,
     trees: Trees<KsmBackend>,
-    /// The shard's share of the published statistics, as last added to them.
-    shown: [i64; 5],
 }
 
 impl Shard {
-    /// Adds the change of the shard's counters since the last call to the published statistics.
-    fn publish(&mut self) {
+    /// Publishes the shard's counters for sysfs ([`knobs::TREE_STATS`]).
+    fn publish(&self) {
         let c = &self.trees.counters;
-        let now = [
-            c.pages_shared as i64,
-            c.pages_sharing as i64,
-            self.trees.unshared() as i64,
-            c.chains as i64,
-            c.dups as i64,
-        ];
-        let out: [&AtomicI64; 5] = [
-            &STATS.pages_shared,
-            &STATS.pages_sharing,
-            &STATS.pages_unshared,
-            &STATS.chains,
-            &STATS.dups,
-        ];
-        for ((o, n), s) in out.iter().zip(now).zip(self.shown) {
-            if n != s {
-                o.fetch_add(n - s, Relaxed);
-            }
-        }
-        self.shown = now;
+        let out = &knobs::TREE_STATS[self.token.id()];
+        out.pages_shared.store(c.pages_shared as i64, Relaxed);
+        out.pages_sharing.store(c.pages_sharing as i64, Relaxed);
+        out.pages_unshared
+            .store(self.trees.unshared() as i64, Relaxed);
+        out.chains.store(c.chains as i64, Relaxed);
+        out.dups.store(c.dups as i64, Relaxed);
     }
 }
 
@@ -225,16 +215,6 @@ struct Advisor {
     cpu_ns: u64,
 }
 
-/// What walking an address space found.
-enum Walked {
-    /// A page, with the slot's list cursor at its rmap_item.
-    Page(Page),
-    /// The end of its mergeable areas.
-    End,
-    /// No memory for an rmap_item.
-    NoMemory,
-}
-
 /// KSM's global state.
 #[pin_data]
 pub(crate) struct Ksm {
@@ -274,7 +254,6 @@ pub(crate) fn init() -> Result {
         let shard = Shard {
             token: KsmToken::acquire_nth(i).ok_or(EBUSY)?,
             trees: Trees::new(mm::nr_node_ids())?,
-            shown: [0; 5],
         };
         shards.push(
             KBox::pin_init(new_mutex!(shard, "ksm_shard"), GFP_KERNEL)?,
@@ -597,11 +576,10 @@ impl ScanState {
         STATS.full_scans.store(self.seqnr as i64, Relaxed);
     }
 
-    /// Scans up to `n` pages (C's `ksm_do_scan()`): one at a time with one scanner thread,
-    /// in batches shared with the helpers with more.
+    /// Scans up to `n` pages (C's `ksm_do_scan()`), in batches of one address space: with one
+    /// scanner thread merged in order by `ksmd`, with more shared with the helpers.
     fn do_scan(&mut self, k: &Ksm, n: usize) {
         let threads = (knobs::SCAN_THREADS.load(Relaxed) as usize).max(1);
-        let per_batch = if threads == 1 { 1 } else { BATCH };
         let mut left = n;
         // `cur`: the batch to run next, of `slot`, and what gathering it stopped at.
         let mut cur = core::mem::take(&mut self.batch);
@@ -618,7 +596,7 @@ impl ScanState {
                     let Some(slot) = self.slot_to_scan(k) else {
                         break;
                     };
-                    let g = self.gather(k, &slot, &mut cur, left.min(per_batch));
+                    let g = self.gather(k, &slot, &mut cur, left.min(BATCH));
                     self.free_doomed(k, &slot);
                     (slot, g)
                 }
@@ -632,7 +610,7 @@ impl ScanState {
                 && left > 0
                 && !kthread::freezing();
             let ahead = k.merge_batch(&mut cur, threads, || {
-                ahead.then(|| self.gather(k, &slot, &mut next, left.min(per_batch)))
+                ahead.then(|| self.gather(k, &slot, &mut next, left.min(BATCH)))
             });
             self.free_doomed(k, &slot);
             self.put_back(&slot, &mut cur);
@@ -795,27 +773,52 @@ impl ScanState {
     /// several pages under one mmap lock). Pages that smart scanning skips are in the batch too,
     /// without their page.
     fn gather(&mut self, k: &Ksm, slot: &MmSlot, batch: &mut KVec<Entry>, want: usize) -> Gathered {
+        if batch.len() >= want {
+            return Gathered::Full;
+        }
         let guard = slot.mm.mmap_read_lock();
-        while batch.len() < want {
-            kthread::cond_resched();
-            match self.walk_slot(slot, &guard) {
-                Walked::Page(page) => {
-                    let page = (!self.should_skip(k, slot, &page)).then_some(page);
-                    let list = slot.items.get_mut(&mut self.slots_token);
-                    if let Some(item) = list.remove_current() {
-                        // Room for `BATCH` was made at init, and `want` is at most that.
-                        if let Err(e) = batch.push_within_capacity(Entry { item, page }) {
-                            let _ = list.insert(e.item);
-                            list.advance();
-                            return Gathered::Full;
-                        }
+        // One walk of the areas from the scan address on, page by page within each.
+        for vma in guard.vmas_from(self.address) {
+            if vma.flags() & flags::MERGEABLE == 0 {
+                continue;
+            }
+            if self.address < vma.start() {
+                self.address = vma.start();
+            }
+            if !vma.has_anon_vma() {
+                self.address = vma.end();
+            }
+            while self.address < vma.end() {
+                if slot.mm.is_exiting() {
+                    return Gathered::SlotEnd;
+                }
+                kthread::cond_resched();
+                let addr = self.address;
+                let Some(held) = mmksm::anon_page_at(vma, addr) else {
+                    self.address += PAGE_SIZE;
+                    continue;
+                };
+                let page = Page(held);
+                if !self.item_at(slot, addr) {
+                    return Gathered::NoMemory;
+                }
+                self.address += PAGE_SIZE;
+                let page = (!self.should_skip(k, slot, &page)).then_some(page);
+                let list = slot.items.get_mut(&mut self.slots_token);
+                if let Some(item) = list.remove_current() {
+                    // Room for `BATCH` was made at init, and `want` is at most that.
+                    if let Err(e) = batch.push_within_capacity(Entry { item, page }) {
+                        let _ = list.insert(e.item);
+                        list.advance();
+                        return Gathered::Full;
                     }
                 }
-                Walked::End => return Gathered::SlotEnd,
-                Walked::NoMemory => return Gathered::NoMemory,
+                if batch.len() >= want {
+                    return Gathered::Full;
+                }
             }
         }
-        Gathered::Full
+        Gathered::SlotEnd
     }
 
     /// Finishes the scan of `slot`, whose mergeable areas were all walked, and moves to the next
@@ -853,41 +856,6 @@ impl ScanState {
                 false
             }
         }
-    }
-
-    /// Walks the mergeable areas of `slot` from the scan address on, to the next anonymous page
-    /// (C's inner loop of `scan_get_next_rmap_item()`).
-    fn walk_slot(&mut self, slot: &MmSlot, guard: &MmapReadGuard<'_>) -> Walked {
-        if slot.mm.is_exiting() {
-            return Walked::End;
-        }
-        for vma in guard.vmas_from(self.address) {
-            if vma.flags() & flags::MERGEABLE == 0 {
-                continue;
-            }
-            if self.address < vma.start() {
-                self.address = vma.start();
-            }
-            if !vma.has_anon_vma() {
-                self.address = vma.end();
-            }
-            while self.address < vma.end() {
-                if slot.mm.is_exiting() {
-                    break;
-                }
-                if let Some(held) = mmksm::anon_page_at(vma, self.address) {
-                    let page = Page(held);
-                    if !self.item_at(slot, self.address) {
-                        return Walked::NoMemory;
-                    }
-                    self.address += PAGE_SIZE;
-                    return Walked::Page(page);
-                }
-                self.address += PAGE_SIZE;
-                kthread::cond_resched();
-            }
-        }
-        Walked::End
     }
 
     /// Breaks every KSM page in the mergeable areas of `slot`.

@@ -9,7 +9,7 @@
 //! stands in the tree for all its dups, which it owns.
 
 use crate::backend::{Backend, Contents};
-use crate::compare::{Descent, Stats};
+use crate::compare::{Descent, Key, Order, Stats};
 use crate::item::RmapItem;
 use core::sync::atomic::{AtomicU16, Ordering::Relaxed};
 use kernel::hlist::{self, HList, HListOwner, TokenCell};
@@ -33,6 +33,9 @@ pub(crate) struct StableNode<B: Backend> {
     kind: Kind<B>,
     /// The index of the tree the node is in (changes when a migrated page's node moves).
     nid: AtomicU16,
+    /// The checksum of the node's page (of its dups' pages for a chain), which orders it with
+    /// [`Order::Checksum`]; the page is write-protected, so it does not change.
+    checksum: u32,
 }
 
 enum Kind<B: Backend> {
@@ -64,14 +67,16 @@ impl<B: Backend> StableNode<B> {
         self.nid.store(nid as u16, Relaxed);
     }
 
-    /// A node whose list and chain `token` governs (the token of its shard).
-    fn new(kind: Kind<B>, nid: usize, token: &B::Token) -> Result<Pin<KBox<Self>>> {
+    /// A node whose list and chain `token` governs (the token of its shard), for pages whose
+    /// checksum is `checksum`.
+    fn new(kind: Kind<B>, nid: usize, checksum: u32, token: &B::Token) -> Result<Pin<KBox<Self>>> {
         Ok(KBox::pin(
             Self {
                 links: TreeLinks::new(),
                 items: HList::new_for(token),
                 kind,
                 nid: AtomicU16::new(nid as u16),
+                checksum,
             },
             GFP_KERNEL,
         )?)
@@ -98,6 +103,11 @@ impl<B: Backend> StableNode<B> {
     /// The id of the token that governs the node's list (the shard it is in).
     pub(crate) fn shard(&self) -> usize {
         self.items.token_id()
+    }
+
+    /// The checksum of the node's page.
+    pub(crate) fn checksum(&self) -> u32 {
+        self.checksum
     }
 
     /// The index of the tree the node is in.
@@ -156,8 +166,8 @@ pub(crate) struct Counters {
 /// The settings a lookup needs.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Settings {
-    /// Whether comparisons skip the prefix known to be equal.
-    pub(crate) skip_prefix: bool,
+    /// How the trees order their pages.
+    pub(crate) order: Order,
     /// The most mappings one KSM page may have.
     pub(crate) max_page_sharing: usize,
     /// The time now, in jiffies.
@@ -403,23 +413,39 @@ impl<B: Backend> StableTree<B> {
 
     /// Descends `tree`, whose pages share `floor` bytes, comparing `key` with each node's page (a
     /// chain's best dup's), and removes the stale nodes it meets (starting again from the root
-    /// after each).
+    /// after each). With [`Order::Checksum`] a node of another checksum is passed by its
+    /// checksum; a plain one without mappings is still checked for staleness, cheaply, so that
+    /// stale nodes keep being pruned where lookups go.
     #[allow(clippy::too_many_arguments)]
     fn descend<'a>(
         tree: &'a mut BoxTree<StableNode<B>>,
         floor: usize,
         backend: &'a B,
         token: &mut B::Token,
-        key: &PageBytes<'_>,
+        key: &Key<'_>,
         set: Settings,
         prune: bool,
         stats: &mut Stats,
         c: &mut Counters,
     ) -> Descended<'a, B> {
-        let mut descent = Descent::new(floor, set.skip_prefix);
+        let mut descent = Descent::new(floor, set.order);
         let mut hit = None;
         let walk = tree.walk_prune(|visit| match visit {
             Visit::At(node) => {
+                if let Some(step) = descent.by_sum(key.sum, node.checksum) {
+                    // Only a node without mappings is checked: one with mappings loses them when
+                    // the scanner meets them and finds its page gone (`clear_stale`), and is met
+                    // here again after that.
+                    let stale = matches!(node.kind, Kind::Page(_))
+                        && node.items.is_empty()
+                        && !backend.ksm_page_present(node)
+                        && backend.ksm_page(node).is_none();
+                    return if stale {
+                        Prune::Remove
+                    } else {
+                        Prune::Go(step)
+                    };
+                }
                 let page = match &node.kind {
                     Kind::Page(_) => backend.ksm_page(node).map(|page| (None, page)),
                     Kind::Chain(cell) => Self::chain_page(backend, token, cell, set, prune, c)
@@ -428,7 +454,7 @@ impl<B: Backend> StableTree<B> {
                 match page {
                     None => Prune::Remove,
                     Some((dup, page)) => {
-                        let (step, _) = descent.compare(key, &page.bytes());
+                        let (step, _) = descent.compare(key.bytes, &page.bytes());
                         if step == Step::Stop {
                             hit = Some((dup, page));
                         }
@@ -439,7 +465,7 @@ impl<B: Backend> StableTree<B> {
             Visit::Removed(node) => {
                 // Its page is gone (a chain's: every dup's). The walk starts again.
                 descent.finish(stats);
-                descent = Descent::new(floor, set.skip_prefix);
+                descent = Descent::new(floor, set.order);
                 Self::free_node(backend, token, node, c, false);
                 Prune::Go(Step::Stop)
             }
@@ -498,7 +524,7 @@ impl<B: Backend> StableTree<B> {
         &'a mut self,
         backend: &'a B,
         token: &mut B::Token,
-        key: &PageBytes<'_>,
+        key: &Key<'_>,
         set: Settings,
         stats: &mut Stats,
         c: &mut Counters,
@@ -588,15 +614,15 @@ impl<B: Backend> StableTree<B> {
         taken
     }
 
-    /// Takes the node at `addr`, whose KSM page's contents are `key`, out of the tree (or out of
-    /// the chain it is a dup of), for it to move to another tree; `None` if it is not in this
-    /// tree.
+    /// Takes the node at `addr`, whose KSM page's contents and checksum are `key`, out of the tree
+    /// (or out of the chain it is a dup of), for it to move to another tree; `None` if it is not
+    /// in this tree.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn take(
         &mut self,
         backend: &B,
         token: &mut B::Token,
-        key: &PageBytes<'_>,
+        key: &Key<'_>,
         addr: *const StableNode<B>,
         set: Settings,
         stats: &mut Stats,
@@ -631,9 +657,9 @@ impl<B: Backend> StableTree<B> {
         Self::take_at(backend, token, at, Some(k), c)
     }
 
-    /// Adds the new KSM page `page`, whose contents are `key` and which lies on NUMA node `nid`
-    /// (C's `stable_tree_insert`). If the tree has a node of equal contents (a full one), the
-    /// page becomes a dup of it, which turns into a chain if it is not one yet.
+    /// Adds the new KSM page `page`, whose contents and checksum are `key` and which lies on NUMA
+    /// node `nid` (C's `stable_tree_insert`). If the tree has a node of equal contents (a full
+    /// one), the page becomes a dup of it, which turns into a chain if it is not one yet.
     ///
     /// Returns the new node, to which the caller appends the page's mappings.
     #[allow(clippy::too_many_arguments)]
@@ -641,27 +667,27 @@ impl<B: Backend> StableTree<B> {
         &'a mut self,
         backend: &'a B,
         token: &mut B::Token,
-        key: &PageBytes<'_>,
+        key: &Key<'_>,
         page: B::KsmPage,
         nid: usize,
         set: Settings,
         stats: &mut Stats,
         c: &mut Counters,
     ) -> Result<NodeRef<'a, B>> {
-        let new = StableNode::new(Kind::Page(page), nid, token)?;
-        self.insert_node(backend, token, key, new, set, stats, c)
+        let new = StableNode::new(Kind::Page(page), nid, key.sum, token)?;
+        self.insert_node(backend, token, key.bytes, new, set, stats, c)
             .map_err(|_| ENOMEM)
     }
 
-    /// Puts the plain node `new`, whose KSM page's contents are `key`, into the tree, as a dup
-    /// if a node of equal contents is there (see [`StableTree::insert`]). Gives `new` back if
-    /// memory for a chain could not be had.
+    /// Puts the plain node `new`, whose KSM page's contents are `bytes`, into the tree (by its
+    /// recorded checksum and `bytes`), as a dup if a node of equal contents is there (see
+    /// [`StableTree::insert`]). Gives `new` back if memory for a chain could not be had.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn insert_node<'a>(
         &'a mut self,
         backend: &'a B,
         token: &mut B::Token,
-        key: &PageBytes<'_>,
+        bytes: &PageBytes<'_>,
         new: Pin<KBox<StableNode<B>>>,
         set: Settings,
         stats: &mut Stats,
@@ -669,12 +695,13 @@ impl<B: Backend> StableTree<B> {
     ) -> core::result::Result<NodeRef<'a, B>, Pin<KBox<StableNode<B>>>> {
         let was_empty = self.tree.is_empty();
         let nid = new.nid();
+        let key = Key::new(bytes, new.checksum);
         let d = Self::descend(
             &mut self.tree,
             self.floor,
             backend,
             token,
-            key,
+            &key,
             set,
             false,
             stats,
@@ -707,7 +734,7 @@ impl<B: Backend> StableTree<B> {
                     ) else {
                         return Err(new);
                     };
-                    let Ok(chain) = StableNode::new(Kind::Chain(cell), nid, token) else {
+                    let Ok(chain) = StableNode::new(Kind::Chain(cell), nid, key.sum, token) else {
                         return Err(new);
                     };
                     let Ok(old) = at.replace(chain) else {

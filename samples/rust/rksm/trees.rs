@@ -3,7 +3,7 @@
 //! The trees of every NUMA node, and the step of the algorithm that runs them for one page.
 
 use crate::backend::{Backend, Contents};
-use crate::compare::Stats;
+use crate::compare::{Key, Order, Stats};
 use crate::item::{Place, RmapItem};
 use crate::stable::{self, Counters, Search, Settings, StableNode, StableTree};
 use crate::unstable::{Lookup, UnstableTree};
@@ -49,8 +49,9 @@ pub(crate) struct Trees<B: Backend> {
     pub(crate) stats: Stats,
     /// The most mappings one KSM page may have (`max_page_sharing`).
     pub(crate) max_page_sharing: usize,
-    /// Whether comparisons skip the prefix known to be equal (rksm's own; C KSM does not).
-    pub(crate) skip_prefix: bool,
+    /// How the trees order pages: by checksum, then by contents skipping the prefix known to be
+    /// equal (rksm's own; C KSM orders by contents alone). Set while the trees are empty.
+    pub(crate) order: Order,
     /// How often a chain's dups are all checked for staleness (`stable_node_chains_prune_millisecs`).
     pub(crate) chain_prune_ms: u32,
     /// Nodes of KSM pages that migrated to another NUMA node and could not be put in that node's
@@ -86,7 +87,7 @@ impl<B: Backend> Trees<B> {
             counters: Counters::default(),
             stats: Stats::default(),
             max_page_sharing: 256,
-            skip_prefix: true,
+            order: Order::Checksum,
             chain_prune_ms: 2000,
             misplaced: KVec::new(),
         })
@@ -168,7 +169,7 @@ impl<B: Backend> Trees<B> {
 
     fn settings(&self) -> Settings {
         Settings {
-            skip_prefix: self.skip_prefix,
+            order: self.order,
             max_page_sharing: self.max_page_sharing,
             now: kernel::kthread::jiffies(),
             prune_jiffies: kernel::kthread::msecs_to_jiffies(self.chain_prune_ms) as u64,
@@ -213,14 +214,16 @@ impl<B: Backend> Trees<B> {
         }
     }
 
-    /// Moves the node at `addr`, in the tree of index `from`, whose KSM page `page` migrated to
-    /// another NUMA node, to the tree of that node.
+    /// Moves the node at `addr`, in the tree of index `from`, whose KSM page `page` (of checksum
+    /// `sum`) migrated to another NUMA node, to the tree of that node.
+    #[allow(clippy::too_many_arguments)]
     fn relocate(
         &mut self,
         backend: &B,
         token: &mut B::Token,
         from: usize,
         addr: *const StableNode<B>,
+        sum: u32,
         page: &B::Page<'_>,
     ) {
         if self.misplaced.reserve(1, GFP_KERNEL).is_err() {
@@ -234,7 +237,8 @@ impl<B: Backend> Trees<B> {
             counters,
             ..
         } = self;
-        let key = page.bytes();
+        let bytes = page.bytes();
+        let key = Key::new(&bytes, sum);
         if let Some(node) = stable[from].take(backend, token, &key, addr, set, stats, counters) {
             rehome(
                 stable, misplaced, backend, token, node, set, stats, counters,
@@ -358,7 +362,8 @@ impl<B: Backend> Trees<B> {
                 if !self.merge_across_nodes {
                     let (from, addr) = (node.nid(), node as *const StableNode<B>);
                     if from != self.index(backend.page_nid(page)) {
-                        self.relocate(backend, token, from, addr, page);
+                        let sum = node.checksum();
+                        self.relocate(backend, token, from, addr, sum, page);
                     }
                 }
                 return Left::Done(Outcome::AlreadyMerged);
@@ -440,7 +445,10 @@ impl<B: Backend> Trees<B> {
             misplaced,
             ..
         } = self;
-        let key = page.bytes();
+        let bytes = page.bytes();
+        // The checksum `admit` just recorded: the page's, unless it changed since (then, like a
+        // change during a comparison, it may only make the lookups miss).
+        let key = Key::new(&bytes, item.checksum());
         let last = stable.len() - 1;
         let elsewhere = |p: &B::Page<'_>| !across && backend.page_nid(p).min(last) != idx;
 
@@ -475,15 +483,9 @@ impl<B: Backend> Trees<B> {
             );
         }
 
-        let hit = match unstable[idx].search_insert(
-            backend,
-            item,
-            page,
-            idx,
-            !across,
-            set.skip_prefix,
-            stats,
-        ) {
+        let hit = match unstable[idx]
+            .search_insert(backend, item, page, idx, !across, set.order, stats)
+        {
             Lookup::Inserted => return Outcome::Inserted,
             Lookup::GaveUp => return Outcome::Missed,
             Lookup::Found(hit) => hit,
@@ -502,6 +504,9 @@ impl<B: Backend> Trees<B> {
         } else {
             backend.ksm_page_nid(&ksm).min(stable.len() - 1)
         };
+        // The node is ordered by the checksum of what was merged, which is write-protected now:
+        // the page may have changed since `admit` took its checksum.
+        let key = Key::of(&bytes);
         let locked = backend.lock(page);
         let node = match stable[kidx].insert(backend, token, &key, ksm, kidx, set, stats, counters)
         {

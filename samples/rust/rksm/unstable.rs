@@ -15,7 +15,7 @@
 //! mapping up as C does, and comparing with the page found there if it is another.
 
 use crate::backend::{Backend, Contents};
-use crate::compare::{verify_prefix, Descent, Stats};
+use crate::compare::{verify_prefix, Descent, Order, Stats};
 use crate::item::RmapItem;
 use crate::stable::{Counters, NodeRef};
 use kernel::hlist::HList;
@@ -109,7 +109,10 @@ impl<B: Backend> UnstableTree<B> {
 
     /// Looks up the page `key` of `item` and inserts `item` if no equal page is in the tree (C's
     /// `unstable_tree_search_insert`). `tree_nid` is the index of this tree, recorded in the item;
-    /// `same_node_only` refuses matches on another NUMA node than `key`'s.
+    /// `same_node_only` refuses matches on another NUMA node than `key`'s. With
+    /// [`Order::Checksum`] items are ordered by their recorded checksum first: `item`'s must be
+    /// that of `key` ([`RmapItem::admit`] records it), and every lookup of one tree must use the
+    /// same order.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn search_insert<'a>(
         &'a mut self,
@@ -118,15 +121,20 @@ impl<B: Backend> UnstableTree<B> {
         key: &B::Page<'_>,
         tree_nid: usize,
         same_node_only: bool,
-        skip_prefix: bool,
+        order: Order,
         stats: &mut Stats,
     ) -> Lookup<'a, B> {
         let was_empty = self.tree.is_empty();
         let key_bytes = key.bytes();
-        let mut descent = Descent::new(self.floor, skip_prefix);
+        let key_sum = item.checksum();
+        let mut descent = Descent::new(self.floor, order);
         let mut hit: Option<B::Page<'a>> = None;
         let mut gave_up = false;
         let walk = self.tree.walk_mut(|node| {
+            // Another checksum: decided without reading a page.
+            if let Some(step) = descent.by_sum(key_sum, node.checksum()) {
+                return step;
+            }
             // Order by the page the item mapped when it was inserted, read without taking the
             // mmap lock or walking page tables; only a match needs the mapping looked up.
             let peeked = backend
