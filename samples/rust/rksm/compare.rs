@@ -111,8 +111,7 @@ pub(crate) struct Descent {
     lo: Option<usize>,
     hi: Option<usize>,
     floor: usize,
-    skip: bool,
-    keyed: bool,
+    order: Order,
     /// The common prefix with the last node compared.
     pub(crate) last_common: usize,
     /// Whether the descent has only gone left (or not moved): it is at the smallest page.
@@ -132,8 +131,7 @@ impl Descent {
             lo: None,
             hi: None,
             floor: if order == Order::Checksum { 0 } else { floor },
-            skip: order != Order::Plain,
-            keyed: order == Order::Checksum,
+            order,
             last_common: 0,
             leftmost: true,
             rightmost: true,
@@ -148,21 +146,16 @@ impl Descent {
     /// compared. Always `None` with the other orders.
     #[inline]
     pub(crate) fn by_sum(&mut self, key: u32, node: u32) -> Option<Step> {
-        if !self.keyed {
+        if self.order != Order::Checksum {
             return None;
         }
         let step = match key.cmp(&node) {
-            core::cmp::Ordering::Less => {
-                self.rightmost = false;
-                Step::Left
-            }
-            core::cmp::Ordering::Greater => {
-                self.leftmost = false;
-                Step::Right
-            }
+            core::cmp::Ordering::Less => Step::Left,
+            core::cmp::Ordering::Greater => Step::Right,
             core::cmp::Ordering::Equal => return None,
         };
-        // No bound is set: the node is not of the key's checksum (see the module documentation).
+        // No bound is set: the node is not of the key's checksum (see the module documentation),
+        // and such trees keep no floor, so `leftmost` and `rightmost` do not matter.
         self.depth += 1;
         self.key_steps += 1;
         Some(step)
@@ -170,7 +163,7 @@ impl Descent {
 
     /// Where the next comparison may start: a prefix the key shares with every node below.
     pub(crate) fn start(&self) -> usize {
-        if !self.skip {
+        if self.order == Order::Plain {
             return 0;
         }
         match (self.lo, self.hi) {
@@ -225,7 +218,7 @@ impl Descent {
     /// The tree's new floor after a page compared by this descent was linked at the place it
     /// reached (a new smallest or largest page lowers it). Trees ordered by checksum keep none.
     pub(crate) fn floor_after_insert(&self, tree_was_empty: bool) -> usize {
-        if self.keyed {
+        if self.order == Order::Checksum {
             0
         } else if tree_was_empty {
             PAGE_SIZE
