@@ -114,11 +114,22 @@ pub unsafe trait Token {
 }
 
 /// Panics unless `token` has the id `id` (a list or cell governed by another token).
+///
+/// Inlined, with the panic out of line: every access to a list or cell makes this check, several
+/// times per page on KSM's scan path.
+#[inline]
 #[track_caller]
 fn check_id<K: Token>(token: &K, id: u32) {
     if token.id() != id as usize {
-        panic!("hlist: token {} used on a list of token {}", token.id(), id);
+        wrong_token(token.id(), id);
     }
+}
+
+#[cold]
+#[inline(never)]
+#[track_caller]
+fn wrong_token(token: usize, id: u32) -> ! {
+    panic!("hlist: token {} used on a list of token {}", token, id);
 }
 
 /// Defines a [`Token`] type: `define_token!(Name)` makes `Name`, whose only constructor

@@ -72,7 +72,7 @@ selftests() { # suite-name suffix
 	# test_prctl_fork's child counts its parent's merged pages (README, "Upstream tests and their
 	# settings"): 20 KiB of one letter in the environment gives the parent four equal stack pages
 	# that never change, so that ksmd merges some of the parent's pages within the two passes the
-	# child waits for, whatever the timing of the parent's own writes after fork().
+	# child waits for, whatever its other pages do.
 	run "ksm_functional_tests$sfx" all 600 env KSM_SELFTEST_PAD="$pad" ./ksm_functional_tests
 }
 pad=$(printf '%20480s' '' | tr ' ' K)
