@@ -259,8 +259,21 @@ impl Drop for AnonVmaSlot {
 /// after [`get_ksm_folio`] found that no folio points at it any more.
 pub unsafe trait KsmNode: Sized {}
 
+/// The `mapping` word of a KSM folio that points at `node` (at no node yet, with null).
+fn ksm_mapping<T: KsmNode>(node: *const T) -> usize {
+    node as usize | bindings::PAGE_MAPPING_KSM as usize
+}
+
 fn ksm_mapping_of<T: KsmNode>(node: Option<Pin<&T>>) -> usize {
-    node.map_or(0, |n| n.get_ref() as *const T as usize) | bindings::PAGE_MAPPING_KSM as usize
+    ksm_mapping(node.map_or(core::ptr::null(), |n| n.get_ref() as *const T))
+}
+
+/// The `mapping` word of the folio at frame `pfn`, read once without a reference.
+fn mapping_at(pfn: Pfn) -> (*mut bindings::folio, usize) {
+    let raw = pfn_folio_raw(pfn);
+    // SAFETY: `raw` is the `struct folio` at a frame that has one (`pfn_folio_raw`); its mapping
+    // is read once, and nothing else of it is used.
+    (raw, unsafe { bindings::folio_mapping_raw(raw) } as usize)
 }
 
 /// The stable node the locked KSM folio points at, if any.
@@ -278,8 +291,7 @@ pub fn ksm_node<'a, T: KsmNode>(folio: &'a impl LockedFolio) -> Option<Pin<&'a T
 
 /// Whether the locked folio points at `node`.
 pub fn is_ksm_folio_of<T: KsmNode>(folio: &impl LockedFolio, node: &T) -> bool {
-    folio.locked_folio().mapping_raw()
-        == node as *const T as usize | bindings::PAGE_MAPPING_KSM as usize
+    folio.locked_folio().mapping_raw() == ksm_mapping(node)
 }
 
 /// Makes the locked folio a KSM folio that points at `node` (or at no node yet, with `None`).
@@ -297,13 +309,10 @@ pub fn set_ksm_node<T: KsmNode>(folio: &impl LockedFolio, node: Option<Pin<&T>>)
 /// Migration may move the folio meanwhile ([`migrate_ksm_folio`] publishes the new frame before
 /// the old folio stops pointing at the node): the frame is read again before concluding.
 pub fn get_ksm_folio<T: KsmNode>(node: &T, pfn: &AtomicPfn) -> Option<ARef<Folio>> {
-    let expected = node as *const T as usize | bindings::PAGE_MAPPING_KSM as usize;
+    let expected = ksm_mapping(node);
     loop {
         let kpfn = pfn.load();
-        let raw = pfn_folio_raw(kpfn);
-        // SAFETY: `raw` is the `struct folio` at a frame that has one (`pfn_folio_raw`); its
-        // mapping is read once.
-        let mapping = unsafe { bindings::folio_mapping_raw(raw) } as usize;
+        let (raw, mapping) = mapping_at(kpfn);
         let got = if mapping == expected {
             try_get_expected(raw, expected)
         } else {
@@ -324,12 +333,7 @@ pub fn get_ksm_folio<T: KsmNode>(node: &T, pfn: &AtomicPfn) -> Option<ARef<Folio
 /// a reference: a cheap first check for [`get_ksm_folio`]. `true` may be out of date as soon as it
 /// is returned; `false` means the node was stale when looked at, or its folio was migrating.
 pub fn ksm_folio_present<T: KsmNode>(node: &T, pfn: &AtomicPfn) -> bool {
-    let expected = node as *const T as usize | bindings::PAGE_MAPPING_KSM as usize;
-    let raw = pfn_folio_raw(pfn.load());
-    // SAFETY: `raw` is the `struct folio` at a frame that has one (`pfn_folio_raw`); its mapping
-    // is read once, and nothing else of it is used.
-    let mapping = unsafe { bindings::folio_mapping_raw(raw) } as usize;
-    mapping == expected
+    mapping_at(pfn.load()).1 == ksm_mapping(node)
 }
 
 /// Takes a reference on the folio at `raw` if its mapping is still `expected` afterwards.
