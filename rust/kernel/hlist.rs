@@ -172,6 +172,7 @@ macro_rules! define_token {
             #[allow(dead_code)]
             $vis const IDS: usize = $n;
 
+            #[inline]
             fn taken() -> &'static [::core::sync::atomic::AtomicBool; $n] {
                 #[allow(clippy::declare_interior_mutable_const)]
                 const FREE: ::core::sync::atomic::AtomicBool =
@@ -206,6 +207,7 @@ macro_rules! define_token {
         }
 
         impl ::core::ops::Drop for $name {
+            #[inline]
             fn drop(&mut self) {
                 Self::taken()[self.id as usize]
                     .store(false, ::core::sync::atomic::Ordering::Release);
@@ -217,6 +219,7 @@ macro_rules! define_token {
         // dropped); the id is private and never changes. The `Cell` marker keeps the type from
         // being `Sync`.
         unsafe impl $crate::hlist::Token for $name {
+            #[inline]
             fn id(&self) -> usize {
                 self.id as usize
             }
@@ -275,11 +278,13 @@ unsafe impl<T: HListNode + Sync, K: Token> Send for HList<T, K> {}
 unsafe impl<T: HListNode + Sync, K: Token> Sync for HList<T, K> {}
 
 impl<T: HListNode, K: Token> Default for HList<T, K> {
+    #[inline]
     fn default() -> Self {
         Self::new()
     }
 }
 
+#[inline]
 fn words_of<T: TreeNode>(elem: &T) -> Option<(*mut ListWords, &TreeLinks)> {
     const { assert!(T::LINKS_OFFSET + core::mem::size_of::<TreeLinks>() <= core::mem::size_of::<T>()) };
     let links = elem.tree_links()?;
@@ -292,6 +297,7 @@ fn words_of<T: TreeNode>(elem: &T) -> Option<(*mut ListWords, &TreeLinks)> {
 /// # Safety
 ///
 /// `words` are the links, at `T::LINKS_OFFSET`, of a live `T`.
+#[inline]
 unsafe fn elem_of<'a, T: TreeNode>(words: *mut ListWords) -> &'a T {
     // SAFETY: By the safety requirements.
     unsafe { &*words.cast::<u8>().sub(T::LINKS_OFFSET).cast::<T>() }
@@ -299,15 +305,18 @@ unsafe fn elem_of<'a, T: TreeNode>(words: *mut ListWords) -> &'a T {
 
 impl<T: HListNode, K: Token> HList<T, K> {
     /// An empty list governed by the token of id 0.
+    #[inline]
     pub const fn new() -> Self {
         Self::with_id(0)
     }
 
     /// An empty list governed by `token`'s id.
+    #[inline]
     pub fn new_for(token: &K) -> Self {
         Self::with_id(token.id() as u32)
     }
 
+    #[inline]
     const fn with_id(id: u32) -> Self {
         Self {
             first: Opaque::new(ptr::null_mut()),
@@ -319,20 +328,24 @@ impl<T: HListNode, K: Token> HList<T, K> {
     }
 
     /// The id of the token that governs the list.
+    #[inline]
     pub fn token_id(&self) -> usize {
         self.id as usize
     }
 
     /// The number of elements.
+    #[inline]
     pub fn len(&self) -> usize {
         self.len.load(Ordering::Relaxed) as usize
     }
 
     /// Whether the list is empty.
+    #[inline]
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
+    #[inline]
     fn tag(&self) -> usize {
         self as *const Self as usize | 1
     }
@@ -357,7 +370,7 @@ impl<T: HListNode, K: Token> HList<T, K> {
     /// its owner at `HEAD_OFFSET`; the caller holds the token (so this thread is the only one
     /// that touches lists of this token type now).
     unsafe fn link_front(&self, words: *mut ListWords) {
-        let first = self.first.get();
+        let first = crate::mm::opaque_ptr(&self.first);
         // SAFETY: `first` is this list's head pointer and `words` are free links; the token
         // keeps every other thread away from these pointers, and this thread does nothing else
         // with them meanwhile.
@@ -418,7 +431,7 @@ impl<T: HListNode, K: Token> HList<T, K> {
     pub fn iter<'t>(&'t self, token: &'t K) -> impl Iterator<Item = Pin<&'t T>> + 't {
         check_id(token, self.id);
         // SAFETY: `first` is valid for reads; the shared token excludes writers.
-        let mut cur = unsafe { *self.first.get() };
+        let mut cur = unsafe { *crate::mm::opaque_ptr(&self.first) };
         core::iter::from_fn(move || {
             if cur.is_null() {
                 return None;
@@ -436,6 +449,7 @@ impl<T: HListNode, K: Token> HList<T, K> {
     }
 
     /// Unlinks every element, calling `each` for each; returns how many there were.
+    #[inline]
     pub fn clear(&self, token: &mut K, each: impl FnMut(&T)) -> usize {
         check_id(token, self.id);
         // SAFETY: The exclusive token excludes every other reader and writer.
@@ -450,7 +464,7 @@ impl<T: HListNode, K: Token> HList<T, K> {
     unsafe fn clear_raw(&self, mut each: impl FnMut(&T)) -> usize {
         let n = self.len();
         // SAFETY: `first` is valid; the caller excludes every other reader and writer.
-        let mut cur = unsafe { *self.first.get() };
+        let mut cur = unsafe { *crate::mm::opaque_ptr(&self.first) };
         while !cur.is_null() {
             // SAFETY: `cur` are links on this list, of a live `T` (type invariant).
             let next = unsafe { (*cur).next };
@@ -461,7 +475,7 @@ impl<T: HListNode, K: Token> HList<T, K> {
             cur = next;
         }
         // SAFETY: As above.
-        unsafe { *self.first.get() = ptr::null_mut() };
+        unsafe { *crate::mm::opaque_ptr(&self.first) = ptr::null_mut() };
         // INVARIANT: Nothing is reachable.
         self.len.store(0, Ordering::Relaxed);
         n
@@ -475,7 +489,7 @@ impl<T: HListNode, K: Token> HList<T, K> {
     /// caller holds a lock that every writer of this list holds while writing it.
     pub unsafe fn iter_unchecked(&self) -> impl Iterator<Item = Pin<&T>> + '_ {
         // SAFETY: `first` is valid for reads; the caller excludes writers.
-        let mut cur = unsafe { *self.first.get() };
+        let mut cur = unsafe { *crate::mm::opaque_ptr(&self.first) };
         core::iter::from_fn(move || {
             if cur.is_null() {
                 return None;
@@ -492,6 +506,7 @@ impl<T: HListNode, K: Token> HList<T, K> {
 }
 
 impl<T: HListNode, K: Token> Drop for HList<T, K> {
+    #[inline]
     fn drop(&mut self) {
         // Elements point back at the head: it must not go while they are linked.
         if !self.is_empty() {
@@ -501,6 +516,7 @@ impl<T: HListNode, K: Token> Drop for HList<T, K> {
 }
 
 /// The list `elem` is on, if it is on one.
+#[inline]
 fn list_of<T: HListNode>(elem: &T) -> Option<(*mut ListWords, *const HList<T, T::Token>)> {
     let (words, links) = words_of(elem)?;
     if links.linked() != Linked::OnList {
@@ -526,6 +542,7 @@ pub fn owner_of<'t, T: HListNode>(elem: &T, token: &'t T::Token) -> Option<&'t T
 }
 
 /// Whether `elem` is on the list of `owner`.
+#[inline]
 pub fn is_on<T: HListNode>(elem: &T, owner: &T::Owner) -> bool {
     match (list_of(elem), HList::of_owner(owner)) {
         (Some((_, list)), Ok(theirs)) => ptr::eq(list, theirs),
@@ -572,6 +589,7 @@ unsafe impl<T: Unpin + Send + Sync, K: Token> Sync for TokenCell<T, K> {}
 
 impl<T: Unpin, K: Token> TokenCell<T, K> {
     /// A cell holding `value`, governed by the token of id 0.
+    #[inline]
     pub const fn new(value: T) -> Self {
         Self {
             value: core::cell::UnsafeCell::new(value),
@@ -581,6 +599,7 @@ impl<T: Unpin, K: Token> TokenCell<T, K> {
     }
 
     /// A cell holding `value`, governed by `token`'s id.
+    #[inline]
     pub fn new_for(value: T, token: &K) -> Self {
         Self {
             value: core::cell::UnsafeCell::new(value),
@@ -590,6 +609,7 @@ impl<T: Unpin, K: Token> TokenCell<T, K> {
     }
 
     /// The value, for as long as the token is borrowed.
+    #[inline]
     pub fn get<'t>(&'t self, token: &'t K) -> &'t T {
         check_id(token, self.id);
         // SAFETY: Only a holder of `&mut K` of the cell's id writes the value, and there is one
@@ -598,6 +618,7 @@ impl<T: Unpin, K: Token> TokenCell<T, K> {
     }
 
     /// The value, to change, for as long as the token is borrowed exclusively.
+    #[inline]
     pub fn get_mut<'t>(&'t self, token: &'t mut K) -> &'t mut T {
         check_id(token, self.id);
         // SAFETY: The one `K` of the cell's id is borrowed exclusively: no other reference to the
@@ -606,6 +627,7 @@ impl<T: Unpin, K: Token> TokenCell<T, K> {
     }
 
     /// The value, when the cell itself is owned.
+    #[inline]
     pub fn into_inner(self) -> T {
         self.value.into_inner()
     }
@@ -613,6 +635,7 @@ impl<T: Unpin, K: Token> TokenCell<T, K> {
 
 /// Takes every element off the list `elem` is on (`elem` too), calling `each` for each; returns
 /// how many there were (0 if `elem` is on no list).
+#[inline]
 pub fn clear_list_of<T: HListNode>(elem: &T, token: &mut T::Token, each: impl FnMut(&T)) -> usize {
     let Some((_, list)) = list_of(elem) else {
         return 0;

@@ -69,6 +69,7 @@ pub fn run(f: fn(), name: &CStr) -> Result<KThread> {
 
 impl KThread {
     /// Asks the thread to stop and waits until its function returns.
+    #[inline]
     pub fn stop(self) {
         // SAFETY: The thread was started by `run` and we hold a reference.
         unsafe {
@@ -79,60 +80,70 @@ impl KThread {
 }
 
 /// Whether the current kernel thread has been asked to stop.
+#[inline]
 pub fn should_stop() -> bool {
     // SAFETY: Always callable from a kernel thread; false elsewhere.
     unsafe { bindings::kthread_should_stop() }
 }
 
 /// Makes the current kernel thread freezable (for suspend).
+#[inline]
 pub fn set_freezable() {
     // SAFETY: Acts on the current thread.
     unsafe { bindings::kthread_set_freezable() };
 }
 
 /// Whether the current thread should freeze now (a suspend is under way).
+#[inline]
 pub fn freezing() -> bool {
     // SAFETY: Reads the current thread's state.
     unsafe { bindings::kthread_freezing() }
 }
 
 /// Sets the nice value of the current thread.
+#[inline]
 pub fn set_current_nice(nice: i32) {
     // SAFETY: `get_current()` is the running task.
     unsafe { bindings::set_user_nice(bindings::get_current(), nice as _) };
 }
 
 /// Gives the scheduler a chance to run something else (C's `cond_resched()`).
+#[inline]
 pub fn cond_resched() {
     // SAFETY: Callable wherever sleeping is allowed.
     unsafe { bindings::cond_resched() };
 }
 
 /// Whether a signal is pending for the current task.
+#[inline]
 pub fn signal_pending() -> bool {
     // SAFETY: Reads the current task's state.
     unsafe { bindings::signal_pending_current() }
 }
 
 /// The CPU time the current task has used, in nanoseconds.
+#[inline]
 pub fn current_runtime_ns() -> u64 {
     // SAFETY: `get_current()` is the running task.
     unsafe { bindings::task_sched_runtime(bindings::get_current()) }
 }
 
 /// The monotonic clock, in nanoseconds (C's `ktime_get()`).
+#[inline]
 pub fn ktime_ns() -> i64 {
     // SAFETY: Always callable.
     unsafe { bindings::ktime_get() }
 }
 
 /// The jiffies counter.
+#[inline]
 pub fn jiffies() -> u64 {
     // SAFETY: Always callable.
     unsafe { bindings::get_jiffies_64() }
 }
 
 /// Milliseconds in jiffies.
+#[inline]
 pub fn msecs_to_jiffies(ms: u32) -> usize {
     // SAFETY: Pure conversion.
     unsafe { bindings::__msecs_to_jiffies(ms) as usize }
@@ -156,6 +167,7 @@ unsafe impl Sync for WaitQueue {}
 
 impl WaitQueue {
     /// A new wait queue.
+    #[inline]
     pub fn new(name: &'static CStr, key: &'static LockClassKey) -> impl PinInit<Self> {
         pin_init!(Self {
             // SAFETY: `slot` is valid while the closure runs, and is pinned.
@@ -165,6 +177,7 @@ impl WaitQueue {
         })
     }
 
+    #[inline]
     fn raw(&self) -> *mut bindings::wait_queue_head {
         self.wq.get()
     }
@@ -183,6 +196,7 @@ impl WaitQueue {
     }
 
     /// Wakes every sleeper (C's `wake_up_all()`).
+    #[inline]
     pub fn wake_up_all(&self) {
         // SAFETY: The queue is initialised (type invariant).
         unsafe { bindings::__wake_up(self.raw(), bindings::TASK_NORMAL, 0, core::ptr::null_mut()) };
@@ -306,6 +320,7 @@ impl Crew {
 
     /// Runs `job` on the calling thread and on up to `helpers` helpers at once; returns once
     /// every call has returned.
+    #[inline]
     pub fn run(&self, helpers: usize, job: &(dyn Fn() + Sync)) {
         self.run_beside(helpers, job, || ())
     }
@@ -425,6 +440,7 @@ unsafe impl<T: Send> Sync for WorkList<'_, T> {}
 
 impl<'a, T> WorkList<'a, T> {
     /// A list of the elements of `slice`, in order.
+    #[inline]
     pub fn new(slice: &'a mut [T]) -> Self {
         // INVARIANT: The slice is borrowed mutably for `'a`; nothing was handed out.
         Self {

@@ -31,7 +31,18 @@ pub mod virt;
 
 use virt::VmArea;
 
+/// The pointer to the value wrapped in `o`, as [`Opaque::get`] gives it, but inlined into the
+/// callers of other crates (`Opaque::get` is not `#[inline]`, and the hot paths of KSM call it
+/// through the accessors here for every page).
+#[inline(always)]
+pub(crate) fn opaque_ptr<T>(o: &Opaque<T>) -> *mut T {
+    // `Opaque<T>` is `repr(transparent)` over an `UnsafeCell` of `T` (and a zero-sized marker),
+    // so it starts with its `T`; the `UnsafeCell` is what allows writes through the pointer.
+    core::ptr::from_ref(o).cast_mut().cast()
+}
+
 /// The number of NUMA node ids (C's `nr_node_ids`).
+#[inline]
 pub fn nr_node_ids() -> usize {
     // SAFETY: `nr_node_ids` is set during early boot and read-only afterwards.
     unsafe { bindings::nr_node_ids as usize }
@@ -39,6 +50,7 @@ pub fn nr_node_ids() -> usize {
 
 /// Drains the per-CPU LRU caches of all CPUs (C's `lru_add_drain_all()`): pages held there have
 /// a raised reference count.
+#[inline]
 pub fn lru_add_drain_all() {
     // SAFETY: Callable from process context.
     unsafe { bindings::lru_add_drain_all() };
@@ -51,6 +63,7 @@ pub struct OomOrigin(NotThreadSafe);
 
 impl OomOrigin {
     /// Marks the current task.
+    #[inline]
     pub fn set() -> Self {
         // SAFETY: Sets a flag of the current task's signal struct, which lives as long as it.
         unsafe { bindings::set_current_oom_origin() };
@@ -59,6 +72,7 @@ impl OomOrigin {
 }
 
 impl Drop for OomOrigin {
+    #[inline]
     fn drop(&mut self) {
         // SAFETY: As in `set`; the guard cannot leave the thread that made it.
         unsafe { bindings::clear_current_oom_origin() };
@@ -75,6 +89,7 @@ pub enum MmFlag {
 }
 
 impl MmFlag {
+    #[inline]
     fn bit(self) -> i32 {
         (match self {
             MmFlag::VmMergeable => bindings::MMF_VM_MERGEABLE,
@@ -103,11 +118,13 @@ unsafe impl Sync for Mm {}
 
 // SAFETY: `mmgrab()` and `mmdrop()` keep the structure alive while the count is non-zero.
 unsafe impl AlwaysRefCounted for Mm {
+    #[inline]
     fn inc_ref(&self) {
         // SAFETY: The existence of `&self` means the count is non-zero.
         unsafe { bindings::mmgrab(self.as_raw()) };
     }
 
+    #[inline]
     unsafe fn dec_ref(obj: NonNull<Self>) {
         // SAFETY: The caller gives up a reference it owns.
         unsafe { bindings::mmdrop(obj.cast().as_ptr()) };
@@ -120,42 +137,49 @@ impl Mm {
     /// # Safety
     ///
     /// `ptr` points to a `struct mm_struct` that stays valid for `'a`.
+    #[inline]
     pub unsafe fn from_raw<'a>(ptr: *mut bindings::mm_struct) -> &'a Mm {
         // SAFETY: `Mm` is a transparent wrapper; validity is the caller's promise.
         unsafe { &*ptr.cast() }
     }
 
     /// The C structure.
+    #[inline]
     pub fn as_raw(&self) -> *mut bindings::mm_struct {
-        self.mm.get()
+        opaque_ptr(&self.mm)
     }
 
     /// Whether the address space has no users left: it is exiting, and its page tables must not
     /// be touched (C KSM's `ksm_test_exit()`).
+    #[inline]
     pub fn is_exiting(&self) -> bool {
         // SAFETY: The structure is valid (type invariant); `mm_users` is an atomic.
         unsafe { bindings::mm_users(self.as_raw()) == 0 }
     }
 
     /// Whether `flag` is set.
+    #[inline]
     pub fn test_flag(&self, flag: MmFlag) -> bool {
         // SAFETY: The structure is valid; the flags are changed with atomic bit operations.
         unsafe { bindings::mm_test_flag(self.as_raw(), flag.bit()) }
     }
 
     /// Sets `flag`.
+    #[inline]
     pub fn set_flag(&self, flag: MmFlag) {
         // SAFETY: As in `test_flag`.
         unsafe { bindings::mm_set_flag(self.as_raw(), flag.bit()) };
     }
 
     /// Clears `flag`.
+    #[inline]
     pub fn clear_flag(&self, flag: MmFlag) {
         // SAFETY: As in `test_flag`.
         unsafe { bindings::mm_clear_flag(self.as_raw(), flag.bit()) };
     }
 
     /// Takes the mmap lock for reading.
+    #[inline]
     pub fn mmap_read_lock(&self) -> MmapReadGuard<'_> {
         // SAFETY: The structure is valid.
         unsafe { bindings::mmap_read_lock(self.as_raw()) };
@@ -167,6 +191,7 @@ impl Mm {
     }
 
     /// Takes the mmap lock for writing.
+    #[inline]
     pub fn mmap_write_lock(&self) -> MmapWriteGuard<'_> {
         // SAFETY: The structure is valid.
         unsafe { bindings::mmap_write_lock(self.as_raw()) };
@@ -178,12 +203,14 @@ impl Mm {
     }
 
     /// Whether a TLB flush of this address space may be pending (a batched one).
+    #[inline]
     pub fn tlb_flush_pending(&self) -> bool {
         // SAFETY: The structure is valid.
         unsafe { bindings::mm_tlb_flush_pending(self.as_raw()) }
     }
 
     /// The KSM counters `/proc/<pid>/ksm_stat` shows.
+    #[inline]
     pub fn ksm_counters(&self) -> KsmCounters<'_> {
         KsmCounters { mm: self }
     }
@@ -199,6 +226,7 @@ pub struct KsmCounters<'a> {
 
 impl KsmCounters<'_> {
     /// Pages of this address space merged by KSM.
+    #[inline]
     pub fn merging_pages(&self) -> usize {
         // SAFETY: The structure is valid and the helper returns the address of its field; a
         // volatile read of one aligned word does not tear.
@@ -206,6 +234,7 @@ impl KsmCounters<'_> {
     }
 
     /// Adds `delta` to the merged pages.
+    #[inline]
     pub fn add_merging_pages(&self, delta: isize) {
         // SAFETY: The helper returns the address of the field of a valid structure.
         let word = unsafe { bindings::mm_ksm_merging_pages(self.mm.as_raw()) };
@@ -213,12 +242,14 @@ impl KsmCounters<'_> {
     }
 
     /// rmap_items KSM keeps for this address space.
+    #[inline]
     pub fn rmap_items(&self) -> usize {
         // SAFETY: As in `merging_pages`.
         unsafe { bindings::mm_ksm_rmap_items(self.mm.as_raw()).read_volatile() as usize }
     }
 
     /// Adds `delta` to the rmap_items.
+    #[inline]
     pub fn add_rmap_items(&self, delta: isize) {
         // SAFETY: The helper returns the address of the field of a valid structure.
         let word = unsafe { bindings::mm_ksm_rmap_items(self.mm.as_raw()) };
@@ -226,6 +257,7 @@ impl KsmCounters<'_> {
     }
 
     /// Zero pages KSM mapped into this address space.
+    #[inline]
     pub fn zero_pages(&self) -> isize {
         // SAFETY: The structure is valid; the field is an `atomic_long_t`.
         unsafe { bindings::mm_ksm_zero_pages(self.mm.as_raw()) as isize }
@@ -234,6 +266,7 @@ impl KsmCounters<'_> {
 
 /// Adds `delta` to the `unsigned long` counter at `word`, a field of a live `mm_struct` that
 /// only KSM writes.
+#[inline]
 fn add_word(word: *mut usize, delta: isize) {
     // SAFETY: `word` is a valid, aligned `unsigned long` (a `usize`) for as long as the address
     // space lives, which the caller's `&Mm` ensures; every writer goes through this atomic
@@ -254,11 +287,13 @@ pub struct MmapReadGuard<'a> {
 
 impl<'a> MmapReadGuard<'a> {
     /// The address space.
+    #[inline]
     pub fn mm(&self) -> &'a Mm {
         self.mm
     }
 
     /// The area that contains `addr`, if any.
+    #[inline]
     pub fn vma_lookup(&self, addr: usize) -> Option<&VmArea> {
         // SAFETY: The lock is held (type invariant), which `vma_lookup` requires; the area stays
         // valid while it is.
@@ -269,6 +304,7 @@ impl<'a> MmapReadGuard<'a> {
     }
 
     /// The first area that ends after `addr`, if any (the areas, in order, from `addr` on).
+    #[inline]
     pub fn vma_from(&self, addr: usize) -> Option<&VmArea> {
         // SAFETY: As in `vma_lookup`.
         let vma = unsafe { bindings::find_vma_from(self.mm.as_raw(), addr as _) };
@@ -277,6 +313,7 @@ impl<'a> MmapReadGuard<'a> {
     }
 
     /// The areas in address order from `addr` on.
+    #[inline]
     pub fn vmas_from(&self, addr: usize) -> impl Iterator<Item = &VmArea> + '_ {
         let mut next = addr;
         core::iter::from_fn(move || {
@@ -288,6 +325,7 @@ impl<'a> MmapReadGuard<'a> {
 }
 
 impl Drop for MmapReadGuard<'_> {
+    #[inline]
     fn drop(&mut self) {
         // SAFETY: The lock is held for reading by this thread (type invariant).
         unsafe { bindings::mmap_read_unlock(self.mm.as_raw()) };
@@ -305,6 +343,7 @@ pub struct MmapWriteGuard<'a> {
 }
 
 impl Drop for MmapWriteGuard<'_> {
+    #[inline]
     fn drop(&mut self) {
         // SAFETY: The lock is held for writing by this thread (type invariant).
         unsafe { bindings::mmap_write_unlock(self.mm.as_raw()) };
@@ -328,6 +367,7 @@ impl<'a> MmWriteLocked<'a> {
     /// # Safety
     ///
     /// The current thread holds the mmap lock of `mm` for writing for `'a`.
+    #[inline]
     pub unsafe fn new(mm: &'a Mm) -> Self {
         // SAFETY: Checked by lockdep when it is on; the caller promises it either way.
         unsafe { bindings::mmap_assert_write_locked(mm.as_raw()) };
@@ -339,6 +379,7 @@ impl<'a> MmWriteLocked<'a> {
     }
 
     /// The address space.
+    #[inline]
     pub fn mm(&self) -> &'a Mm {
         self.mm
     }

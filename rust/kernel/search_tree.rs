@@ -135,10 +135,16 @@ impl TreeLinks {
         debug_assert!(i < 3);
         // SAFETY: The links are three words, valid for reads while `self` is borrowed; a volatile
         // read of one aligned word does not tear.
-        unsafe { self.node.get().cast::<usize>().add(i).read_volatile() }
+        unsafe {
+            crate::mm::opaque_ptr(&self.node)
+                .cast::<usize>()
+                .add(i)
+                .read_volatile()
+        }
     }
 
     /// Where the links are.
+    #[inline]
     pub fn linked(&self) -> Linked {
         if self.word(2) & 1 != 0 {
             Linked::OnList
@@ -150,12 +156,14 @@ impl TreeLinks {
     }
 
     /// Whether the links are in a tree or on a list.
+    #[inline]
     pub fn is_linked(&self) -> bool {
         self.linked() != Linked::Free
     }
 
+    #[inline]
     pub(crate) fn raw(&self) -> *mut bindings::rb_node {
-        self.node.get()
+        crate::mm::opaque_ptr(&self.node)
     }
 
     /// Marks links that nothing points to any more as free.
@@ -163,6 +171,7 @@ impl TreeLinks {
     /// # Safety
     ///
     /// `links` are valid links that no tree or list refers to.
+    #[inline]
     pub(crate) unsafe fn clear_raw(links: *mut bindings::rb_node) {
         // INVARIANT: All-zero words mean free.
         // SAFETY: By the safety requirements, `links` are valid for writes and unreferenced.
@@ -175,12 +184,14 @@ impl TreeLinks {
 }
 
 impl Default for TreeLinks {
+    #[inline]
     fn default() -> Self {
         Self::new()
     }
 }
 
 impl Drop for TreeLinks {
+    #[inline]
     fn drop(&mut self) {
         // A tree or list still points at these links: freeing them would leave it a dangling
         // pointer. Panicking (a `BUG()` in the kernel) never returns, so the memory is never reused.
@@ -261,6 +272,7 @@ impl<T: TreeNode> RawTree<T> {
     /// # Safety
     ///
     /// `node` is a node of this tree.
+    #[inline]
     unsafe fn elem<'a>(&'a self, node: *mut bindings::rb_node) -> &'a T {
         // SAFETY: By the type invariant, `node` is the links of a live, pinned `T` that begins
         // `LINKS_OFFSET` bytes before it, and stays linked (hence alive) while `self` is borrowed.
@@ -380,6 +392,7 @@ impl<T: TreeNode> RawTree<T> {
     /// # Safety
     ///
     /// `links` is a node of this tree.
+    #[inline]
     unsafe fn unlink(&mut self, links: *mut bindings::rb_node) {
         // SAFETY: `links` is a node of the tree rooted at `self.root`.
         unsafe { bindings::rb_erase(links, &mut self.root) };
@@ -394,6 +407,7 @@ impl<T: TreeNode> RawTree<T> {
     ///
     /// `old` is a node of this tree; `new` are unlinked links of a pinned `T` at
     /// `T::LINKS_OFFSET` that stay alive while linked.
+    #[inline]
     unsafe fn replace(&mut self, old: *mut bindings::rb_node, new: *mut bindings::rb_node) {
         // SAFETY: `old` is in the tree rooted at `self.root`, `new` is unlinked: `rb_replace_node`
         // copies `old`'s parent, colour and children into `new` and repoints them at `new`.
@@ -423,6 +437,7 @@ impl<T: TreeNode> RawTree<T> {
         self.len = 0;
     }
 
+    #[inline]
     fn first(&self) -> *mut bindings::rb_node {
         // SAFETY: `self.root` is a valid root.
         unsafe { bindings::rb_first(&self.root) }
@@ -476,11 +491,13 @@ impl<'a, T: TreeNode> Iterator for Iter<'a, T> {
 macro_rules! common_tree_methods {
     () => {
         /// The number of elements in the tree.
+        #[inline]
         pub fn len(&self) -> usize {
             self.raw.len
         }
 
         /// Whether the tree is empty.
+        #[inline]
         pub fn is_empty(&self) -> bool {
             self.raw.len == 0
         }
@@ -488,6 +505,7 @@ macro_rules! common_tree_methods {
         /// The height of the tree: the number of nodes on its longest path from the root.
         ///
         /// It walks the whole tree: meant for checks and tests.
+        #[inline]
         pub fn height(&self) -> usize {
             self.raw.height()
         }
@@ -495,6 +513,7 @@ macro_rules! common_tree_methods {
         /// Walks down from the root, asking `visit` where to go at each node.
         ///
         /// Returns the element the walk stopped at, or `None` if it fell off the tree.
+        #[inline]
         pub fn walk<'a>(&'a self, visit: impl FnMut(&'a T) -> Step) -> Option<&'a T> {
             match self.raw.descend(visit) {
                 // SAFETY: `descend` stopped at a node of this tree.
@@ -504,6 +523,7 @@ macro_rules! common_tree_methods {
         }
 
         /// The elements in the tree's order.
+        #[inline]
         pub fn iter(&self) -> Iter<'_, T> {
             Iter {
                 next: self.raw.first(),
@@ -512,6 +532,7 @@ macro_rules! common_tree_methods {
         }
 
         /// Whether `elem` is linked in this tree.
+        #[inline]
         pub fn contains(&self, elem: &T) -> bool {
             self.raw.links_in_tree(elem).is_some()
         }
@@ -533,6 +554,7 @@ unsafe impl<T: TreeNode + Sync> Send for LinkTree<T> {}
 unsafe impl<T: TreeNode + Sync> Sync for LinkTree<T> {}
 
 impl<T: TreeNode> Default for LinkTree<T> {
+    #[inline]
     fn default() -> Self {
         Self::new()
     }
@@ -540,6 +562,7 @@ impl<T: TreeNode> Default for LinkTree<T> {
 
 impl<T: TreeNode> LinkTree<T> {
     /// An empty tree.
+    #[inline]
     pub const fn new() -> Self {
         Self {
             raw: RawTree::new(),
@@ -580,6 +603,7 @@ impl<T: TreeNode> LinkTree<T> {
     }
 
     /// Unlinks every element, calling `each` for each (children before parents).
+    #[inline]
     pub fn clear(&mut self, mut each: impl FnMut(&T)) {
         let offset = T::LINKS_OFFSET;
         self.raw.unlink_all(|node| {
@@ -591,6 +615,7 @@ impl<T: TreeNode> LinkTree<T> {
 }
 
 impl<T: TreeNode> Drop for LinkTree<T> {
+    #[inline]
     fn drop(&mut self) {
         // The elements outlive the tree: unlink them so that they may be dropped later.
         self.raw.unlink_all(|_| {});
@@ -608,6 +633,7 @@ unsafe impl<T: TreeNode + Send> Send for BoxTree<T> {}
 unsafe impl<T: TreeNode + Sync> Sync for BoxTree<T> {}
 
 impl<T: TreeNode> Default for BoxTree<T> {
+    #[inline]
     fn default() -> Self {
         Self::new()
     }
@@ -615,6 +641,7 @@ impl<T: TreeNode> Default for BoxTree<T> {
 
 impl<T: TreeNode> BoxTree<T> {
     /// An empty tree.
+    #[inline]
     pub const fn new() -> Self {
         Self {
             raw: RawTree::new(),
@@ -687,6 +714,7 @@ impl<T: TreeNode> BoxTree<T> {
     }
 
     /// Takes `elem` out of the tree and gives back its ownership; `None` if it is not in this tree.
+    #[inline]
     pub fn remove(&mut self, elem: &T) -> Option<Pin<KBox<T>>> {
         let links = self.raw.links_in_tree(elem)?;
         // SAFETY: `links` is a node of this tree.
@@ -713,6 +741,7 @@ impl<T: TreeNode> BoxTree<T> {
     /// # Safety
     ///
     /// `elem` came from [`Self::leak`] and is in no tree.
+    #[inline]
     unsafe fn reclaim(elem: &T) -> Pin<KBox<T>> {
         // SAFETY: By the safety requirements, `elem` is the allocation of a `Pin<KBox<T>>` that
         // was turned into a raw pointer; nothing else owns it.
@@ -720,6 +749,7 @@ impl<T: TreeNode> BoxTree<T> {
     }
 
     /// Gives up the ownership of `elem`, to a tree that will [`Self::reclaim`] it.
+    #[inline]
     fn leak<'a>(elem: Pin<KBox<T>>) -> &'a T {
         // SAFETY: The element stays pinned: it is only turned back into a `Pin<KBox<T>>`.
         let raw = KBox::into_raw(unsafe { Pin::into_inner_unchecked(elem) });
@@ -729,6 +759,7 @@ impl<T: TreeNode> BoxTree<T> {
 }
 
 impl<T: TreeNode> Drop for BoxTree<T> {
+    #[inline]
     fn drop(&mut self) {
         self.drain(drop);
     }
@@ -768,10 +799,12 @@ impl<T: TreeNode> Tree<T> for LinkTree<T> {
         T: 'a;
     type Out = ();
 
+    #[inline]
     fn raw(&self) -> &RawTree<T> {
         &self.raw
     }
 
+    #[inline]
     fn raw_mut(&mut self) -> &mut RawTree<T> {
         &mut self.raw
     }
@@ -787,6 +820,7 @@ impl<T: TreeNode> Tree<T> for LinkTree<T> {
         }
     }
 
+    #[inline]
     fn release(_elem: &T) {}
 }
 
@@ -797,10 +831,12 @@ impl<T: TreeNode> Tree<T> for BoxTree<T> {
         T: 'a;
     type Out = Pin<KBox<T>>;
 
+    #[inline]
     fn raw(&self) -> &RawTree<T> {
         &self.raw
     }
 
+    #[inline]
     fn raw_mut(&mut self) -> &mut RawTree<T> {
         &mut self.raw
     }
@@ -820,6 +856,7 @@ impl<T: TreeNode> Tree<T> for BoxTree<T> {
         }
     }
 
+    #[inline]
     fn release(elem: &T) -> Pin<KBox<T>> {
         // SAFETY: `release` is only called on an element just unlinked from a `BoxTree`, and all
         // elements of a `BoxTree` come from `leak` (in `admit`).
@@ -844,18 +881,21 @@ pub struct Occupied<'a, T: TreeNode, R: Tree<T>> {
 
 impl<'a, T: TreeNode, R: Tree<T>> Occupied<'a, T, R> {
     /// The element.
+    #[inline]
     pub fn get(&self) -> &T {
         // SAFETY: `node` is a node of the tree, which is borrowed for `'a`.
         unsafe { self.tree.raw().elem(self.node) }
     }
 
     /// The element, pinned (elements of trees always are), for as long as the tree was borrowed.
+    #[inline]
     pub fn into_pinned(self) -> Pin<&'a T> {
         // SAFETY: Every element of a tree is pinned: it entered as `Pin<&T>` or `Pin<KBox<T>>`.
         unsafe { Pin::new_unchecked(self.into_ref()) }
     }
 
     /// The element, for as long as the tree was borrowed.
+    #[inline]
     pub fn into_ref(self) -> &'a T {
         let raw: &'a mut RawTree<T> = self.tree.raw_mut();
         // SAFETY: As in `get`.
@@ -863,6 +903,7 @@ impl<'a, T: TreeNode, R: Tree<T>> Occupied<'a, T, R> {
     }
 
     /// Takes the element out of the tree.
+    #[inline]
     pub fn remove(self) -> R::Out {
         let raw = self.tree.raw_mut();
         // SAFETY: `node` is a node of the tree.
@@ -921,6 +962,7 @@ impl<'a, T: TreeNode, R: Tree<T>> Vacant<'a, T, R> {
     ///
     /// Fails with `EINVAL` if `elem` has no free links at its declared offset (none, or already
     /// in a tree); `elem` is then dropped (for a [`BoxTree`]) or left as it was.
+    #[inline]
     pub fn insert(self, elem: R::In<'a>) -> Result<Pin<&'a T>> {
         self.try_insert(elem).map_err(|_| EINVAL)
     }

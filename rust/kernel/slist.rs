@@ -31,6 +31,7 @@ unsafe impl Send for SListLinks {}
 unsafe impl Sync for SListLinks {}
 
 impl Default for SListLinks {
+    #[inline]
     fn default() -> Self {
         Self::new()
     }
@@ -38,24 +39,28 @@ impl Default for SListLinks {
 
 impl SListLinks {
     /// Links of an element on no list.
+    #[inline]
     pub const fn new() -> Self {
         Self {
             next: Opaque::new(ptr::null_mut()),
         }
     }
 
+    #[inline]
     fn raw(&self) -> *mut SListLinks {
         self as *const Self as *mut Self
     }
 
+    #[inline]
     fn next(links: *mut SListLinks) -> *mut SListLinks {
         // SAFETY: Callers pass links of elements of a list, valid while the list lives.
-        unsafe { *(*links).next.get() }
+        unsafe { *crate::mm::opaque_ptr(&(*links).next) }
     }
 
+    #[inline]
     fn set_next(links: *mut SListLinks, next: *mut SListLinks) {
         // SAFETY: As in `next`; the owning list writes its elements' links.
-        unsafe { *(*links).next.get() = next };
+        unsafe { *crate::mm::opaque_ptr(&(*links).next) = next };
     }
 }
 
@@ -88,6 +93,7 @@ unsafe impl<T: SListNode + Send> Send for SList<T> {}
 unsafe impl<T: SListNode + Sync> Sync for SList<T> {}
 
 impl<T: SListNode> Default for SList<T> {
+    #[inline]
     fn default() -> Self {
         Self::new()
     }
@@ -95,6 +101,7 @@ impl<T: SListNode> Default for SList<T> {
 
 impl<T: SListNode> SList<T> {
     /// An empty list, its cursor at the start.
+    #[inline]
     pub const fn new() -> Self {
         Self {
             first: ptr::null_mut(),
@@ -105,15 +112,18 @@ impl<T: SListNode> SList<T> {
     }
 
     /// The number of elements.
+    #[inline]
     pub fn len(&self) -> usize {
         self.len
     }
 
     /// Whether the list is empty.
+    #[inline]
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
 
+    #[inline]
     fn elem<'a>(links: *mut SListLinks) -> Pin<&'a T> {
         // SAFETY: Links of an element of the list, at `LINKS_OFFSET` in a pinned `T` (type
         // invariant); the caller bounds the lifetime by a borrow of the list.
@@ -121,6 +131,7 @@ impl<T: SListNode> SList<T> {
     }
 
     /// The links the cursor is at (null at the end).
+    #[inline]
     fn at(&self) -> *mut SListLinks {
         if self.prev.is_null() {
             self.first
@@ -130,17 +141,20 @@ impl<T: SListNode> SList<T> {
     }
 
     /// Puts the cursor back at the start.
+    #[inline]
     pub fn rewind(&mut self) {
         self.prev = ptr::null_mut();
     }
 
     /// The element at the cursor, if the cursor is not at the end.
+    #[inline]
     pub fn current(&self) -> Option<Pin<&T>> {
         let at = self.at();
         (!at.is_null()).then(|| Self::elem(at))
     }
 
     /// Moves the cursor past the element it is at (does nothing at the end).
+    #[inline]
     pub fn advance(&mut self) {
         let at = self.at();
         if !at.is_null() {
@@ -200,6 +214,7 @@ impl<T: SListNode> SList<T> {
 
     /// Takes out every element from the cursor on, handing each to `each`; the cursor is then
     /// at the end.
+    #[inline]
     pub fn remove_rest(&mut self, mut each: impl FnMut(Pin<KBox<T>>)) {
         while let Some(e) = self.remove_current() {
             each(e);
@@ -221,6 +236,7 @@ impl<T: SListNode> SList<T> {
 }
 
 impl<T: SListNode> Drop for SList<T> {
+    #[inline]
     fn drop(&mut self) {
         self.rewind();
         self.remove_rest(drop);

@@ -59,6 +59,7 @@ impl<'a> PageBytes<'a> {
     ///
     /// `ptr` is the kernel address of a whole page (`PAGE_SIZE` bytes, page aligned) that stays
     /// mapped and allocated for `'a`.
+    #[inline]
     pub unsafe fn from_raw(ptr: NonNull<u8>) -> Self {
         // INVARIANT: By the safety requirements; a page-aligned address is 8-byte aligned.
         Self {
@@ -68,6 +69,7 @@ impl<'a> PageBytes<'a> {
     }
 
     /// The kernel address of the page.
+    #[inline]
     pub fn as_ptr(&self) -> *const u8 {
         self.ptr.as_ptr().cast()
     }
@@ -82,6 +84,7 @@ impl<'a> PageBytes<'a> {
     }
 
     /// Copies the bytes at `offset` into `dst` (for tests and diagnostics).
+    #[inline]
     pub fn read_into(&self, offset: usize, dst: &mut [u8]) {
         for (k, b) in dst.iter_mut().enumerate() {
             let at = offset + k;
@@ -138,11 +141,13 @@ impl<'a> PageBytes<'a> {
     }
 
     /// Compares the whole of this page with `other`.
+    #[inline]
     pub fn compare(&self, other: &PageBytes<'_>) -> Comparison {
         self.compare_from(other, 0)
     }
 
     /// Whether the two pages hold the same bytes.
+    #[inline]
     pub fn same_as(&self, other: &PageBytes<'_>) -> bool {
         self.compare(other).order == Ordering::Equal
     }
@@ -164,6 +169,7 @@ impl<'a> PageBytes<'a> {
 
     /// The checksum KSM keeps of a page to see whether it changes: the low 32 bits of the
     /// page's xxhash64 with seed 0, as C's `calc_checksum()` computes it.
+    #[inline]
     pub fn checksum(&self) -> u32 {
         // SAFETY: The page is mapped for `'a` (type invariant); `xxh64` only reads `PAGE_SIZE`
         // bytes of it. A concurrent write makes the result the hash of some mix of old and new
@@ -198,6 +204,7 @@ pub struct MappedPage<'a> {
 
 impl<'a> MappedPage<'a> {
     /// Maps `page` for reading.
+    #[inline]
     pub fn new(page: &'a Page) -> Self {
         // SAFETY: `page.as_ptr()` is a valid page for as long as `page` is borrowed.
         unsafe { Self::from_raw(page.as_ptr()) }
@@ -208,6 +215,7 @@ impl<'a> MappedPage<'a> {
     /// # Safety
     ///
     /// `page` is a valid page that stays allocated for `'a`.
+    #[inline]
     pub unsafe fn from_raw(page: *mut bindings::page) -> Self {
         // SAFETY: By the safety requirements, `page` is valid.
         let addr = unsafe { bindings::kmap_local_page(page) };
@@ -219,6 +227,7 @@ impl<'a> MappedPage<'a> {
     }
 
     /// The page's bytes.
+    #[inline]
     pub fn bytes(&self) -> PageBytes<'_> {
         // SAFETY: By the type invariant the page is mapped and allocated while `self` lives.
         unsafe { PageBytes::from_raw(self.addr) }
@@ -228,6 +237,7 @@ impl<'a> MappedPage<'a> {
     ///
     /// The page is borrowed shared: writers and readers of pages that others may map race like C
     /// code on the same page would, which volatile accesses keep defined.
+    #[inline]
     pub fn write(&self, offset: usize, src: &[u8]) {
         assert!(offset <= PAGE_SIZE && src.len() <= PAGE_SIZE - offset);
         for (k, b) in src.iter().enumerate() {
@@ -252,6 +262,7 @@ impl<'a> MappedPage<'a> {
 }
 
 impl Drop for MappedPage<'_> {
+    #[inline]
     fn drop(&mut self) {
         // SAFETY: `addr` is a live local mapping made by `kmap_local_page` in `new`.
         unsafe { bindings::kunmap_local(self.addr.as_ptr().cast()) };

@@ -39,11 +39,13 @@ unsafe impl Sync for Folio {}
 
 // SAFETY: `folio_get()` and `folio_put()` keep the folio allocated while the count is non-zero.
 unsafe impl AlwaysRefCounted for Folio {
+    #[inline]
     fn inc_ref(&self) {
         // SAFETY: `&self` shows the count is non-zero.
         unsafe { bindings::folio_get(self.as_raw()) };
     }
 
+    #[inline]
     unsafe fn dec_ref(obj: NonNull<Self>) {
         // SAFETY: The caller gives up a reference it owns.
         unsafe { bindings::folio_put(obj.cast().as_ptr()) };
@@ -68,17 +70,20 @@ impl Folio {
     /// # Safety
     ///
     /// `ptr` is a valid folio that stays valid for `'a` (referenced, or locked by the caller).
+    #[inline]
     pub unsafe fn from_raw<'a>(ptr: *mut bindings::folio) -> &'a Folio {
         // SAFETY: `Folio` is a transparent wrapper; validity is the caller's promise.
         unsafe { &*ptr.cast() }
     }
 
     /// The C structure.
+    #[inline]
     pub fn as_raw(&self) -> *mut bindings::folio {
-        self.folio.get()
+        super::opaque_ptr(&self.folio)
     }
 
     /// The page frame number of the folio's first page.
+    #[inline]
     pub fn pfn(&self) -> Pfn {
         // SAFETY: The folio is valid.
         Pfn(unsafe { bindings::folio_pfn(self.as_raw()) } as usize)
@@ -108,30 +113,35 @@ impl Folio {
     }
 
     /// How many page tables map the folio.
+    #[inline]
     pub fn mapcount(&self) -> i32 {
         // SAFETY: The folio is valid.
         unsafe { bindings::folio_mapcount(self.as_raw()) }
     }
 
     /// The folio's reference count.
+    #[inline]
     pub fn ref_count(&self) -> i32 {
         // SAFETY: The folio is valid.
         unsafe { bindings::folio_ref_count(self.as_raw()) }
     }
 
     /// The page offset the folio had in its anon_vma when it was last anonymous.
+    #[inline]
     pub fn index(&self) -> usize {
         // SAFETY: The folio is valid.
         unsafe { bindings::folio_index(self.as_raw()) as usize }
     }
 
     /// The raw value of `folio->mapping` (read once).
+    #[inline]
     pub fn mapping_raw(&self) -> usize {
         // SAFETY: The folio is valid; the field is read with `READ_ONCE()`.
         unsafe { bindings::folio_mapping_raw(self.as_raw()) as usize }
     }
 
     /// The `n`-th page of the folio.
+    #[inline]
     pub fn page(&self, n: usize) -> &FolioPage {
         // SAFETY: The folio is valid; its pages live as long as it does. (`n` is the caller's;
         // KSM only asks for page 0 of small folios.)
@@ -139,11 +149,13 @@ impl Folio {
     }
 
     /// Takes a new reference.
+    #[inline]
     pub fn get(&self) -> ARef<Folio> {
         ARef::from(self)
     }
 
     /// Locks the folio, sleeping until it is free.
+    #[inline]
     pub fn lock(&self) -> FolioGuard<'_> {
         // SAFETY: The folio is valid.
         unsafe { bindings::folio_lock(self.as_raw()) };
@@ -155,6 +167,7 @@ impl Folio {
     }
 
     /// Locks the folio if nobody holds its lock.
+    #[inline]
     pub fn try_lock(&self) -> Option<FolioGuard<'_>> {
         // SAFETY: The folio is valid.
         let locked = unsafe { bindings::folio_trylock(self.as_raw()) };
@@ -181,18 +194,21 @@ mod private {
 }
 
 impl LockedFolio for PageLockGuard<'_> {
+    #[inline]
     fn locked_folio(&self) -> &Folio {
         self.held.folio()
     }
 }
 
 impl LockedFolio for FolioGuard<'_> {
+    #[inline]
     fn locked_folio(&self) -> &Folio {
         self.folio
     }
 }
 
 impl LockedFolio for OwnedFolioLock {
+    #[inline]
     fn locked_folio(&self) -> &Folio {
         &self.folio
     }
@@ -210,6 +226,7 @@ pub struct OwnedFolioLock {
 
 impl OwnedFolioLock {
     /// Locks `folio`, sleeping until it is free.
+    #[inline]
     pub fn lock(folio: ARef<Folio>) -> Self {
         // SAFETY: The folio is valid (we hold a reference).
         unsafe { bindings::folio_lock(folio.as_raw()) };
@@ -235,12 +252,14 @@ impl OwnedFolioLock {
     }
 
     /// The folio.
+    #[inline]
     pub fn folio(&self) -> &Folio {
         &self.folio
     }
 }
 
 impl Drop for OwnedFolioLock {
+    #[inline]
     fn drop(&mut self) {
         // SAFETY: The folio is locked by this thread (type invariant).
         unsafe { bindings::folio_unlock(self.folio.as_raw()) };
@@ -264,6 +283,7 @@ impl<'a> FolioGuard<'a> {
     ///
     /// The folio is locked by the current thread, and the guard's drop (which unlocks) is the
     /// unlock that goes with it (or the guard is never dropped).
+    #[inline]
     pub unsafe fn assume_locked(folio: &'a Folio) -> Self {
         // INVARIANT: By the safety requirements.
         Self {
@@ -273,17 +293,20 @@ impl<'a> FolioGuard<'a> {
     }
 
     /// The folio.
+    #[inline]
     pub fn folio(&self) -> &'a Folio {
         self.folio
     }
 
     /// Marks the folio dirty.
+    #[inline]
     pub fn set_dirty(&self) {
         // SAFETY: The folio is valid and locked.
         unsafe { bindings::folio_set_dirty(self.folio.as_raw()) };
     }
 
     /// Marks the folio recently used.
+    #[inline]
     pub fn mark_accessed(&self) {
         // SAFETY: The folio is valid.
         unsafe { bindings::folio_mark_accessed(self.folio.as_raw()) };
@@ -291,6 +314,7 @@ impl<'a> FolioGuard<'a> {
 }
 
 impl Drop for FolioGuard<'_> {
+    #[inline]
     fn drop(&mut self) {
         // SAFETY: The folio is locked by this thread (type invariant).
         unsafe { bindings::folio_unlock(self.folio.as_raw()) };
@@ -309,41 +333,48 @@ impl FolioPage {
     /// # Safety
     ///
     /// `ptr` is a valid page whose folio stays referenced (or locked) for `'a`.
+    #[inline]
     pub unsafe fn from_raw<'a>(ptr: *mut bindings::page) -> &'a FolioPage {
         // SAFETY: `FolioPage` is a transparent wrapper; validity is the caller's promise.
         unsafe { &*ptr.cast() }
     }
 
     /// The C structure.
+    #[inline]
     pub fn as_raw(&self) -> *mut bindings::page {
-        self.page.get()
+        super::opaque_ptr(&self.page)
     }
 
     /// The page's folio.
+    #[inline]
     pub fn folio(&self) -> &Folio {
         // SAFETY: A valid page belongs to a valid folio, kept as long as the page is.
         unsafe { Folio::from_raw(bindings::page_folio(self.as_raw())) }
     }
 
     /// The page's frame number.
+    #[inline]
     pub fn pfn(&self) -> Pfn {
         // SAFETY: The page is valid.
         Pfn(unsafe { bindings::page_to_pfn(self.as_raw()) } as usize)
     }
 
     /// The NUMA node of the page.
+    #[inline]
     pub fn nid(&self) -> usize {
         // SAFETY: The page is valid.
         unsafe { bindings::page_to_nid(self.as_raw()) as usize }
     }
 
     /// Whether the page is exclusive to one mapping (`PageAnonExclusive`).
+    #[inline]
     pub fn is_anon_exclusive(&self) -> bool {
         // SAFETY: The page is valid.
         unsafe { bindings::page_anon_exclusive(self.as_raw()) }
     }
 
     /// Whether the page has a hardware memory error.
+    #[inline]
     pub fn is_hwpoison(&self) -> bool {
         // SAFETY: The page is valid.
         unsafe { bindings::page_hwpoison(self.as_raw()) }
@@ -363,12 +394,14 @@ impl FolioPage {
     }
 
     /// Maps the page's contents for reading (and writing, by its owner).
+    #[inline]
     pub fn map(&self) -> MappedPage<'_> {
         // SAFETY: The page is valid for the lifetime of `&self`.
         unsafe { MappedPage::from_raw(self.as_raw()) }
     }
 
     /// The page that the zero page of `addr` is (`ZERO_PAGE(addr)`).
+    #[inline]
     pub fn zero(addr: usize) -> &'static FolioPage {
         // SAFETY: The zero page exists for the life of the kernel.
         unsafe { FolioPage::from_raw(bindings::zero_page(addr as _)) }
@@ -398,6 +431,7 @@ impl HeldPage {
     /// # Safety
     ///
     /// `page` is a page of `folio`.
+    #[inline]
     pub unsafe fn new(folio: ARef<Folio>, page: *mut bindings::page) -> Self {
         let _ = ARef::into_raw(folio);
         // INVARIANT: The reference of `folio` is now this one; `page` is its page.
@@ -447,6 +481,7 @@ impl HeldPage {
     }
 
     /// Holds the first page of `folio`.
+    #[inline]
     pub fn first_of(folio: ARef<Folio>) -> Self {
         let page = folio.page(0).as_raw();
         // SAFETY: Page 0 of the folio.
@@ -454,17 +489,20 @@ impl HeldPage {
     }
 
     /// The page's folio (now).
+    #[inline]
     pub fn folio(&self) -> &Folio {
         self.page().folio()
     }
 
     /// The page.
+    #[inline]
     pub fn page(&self) -> &FolioPage {
         // SAFETY: The page is valid while we hold its reference (type invariant).
         unsafe { FolioPage::from_raw(self.page.as_ptr()) }
     }
 
     /// Locks the page's folio if it is free (C's `trylock_page()`).
+    #[inline]
     pub fn try_lock(&self) -> Option<PageLockGuard<'_>> {
         // SAFETY: The folio is valid (we hold a reference).
         let locked = unsafe { bindings::folio_trylock(self.folio().as_raw()) };
@@ -476,6 +514,7 @@ impl HeldPage {
     }
 
     /// Locks the page's folio, sleeping until it is free (C's `lock_page()`).
+    #[inline]
     pub fn lock(&self) -> PageLockGuard<'_> {
         // SAFETY: As in `try_lock`.
         unsafe { bindings::folio_lock(self.folio().as_raw()) };
@@ -488,6 +527,7 @@ impl HeldPage {
 }
 
 impl Drop for HeldPage {
+    #[inline]
     fn drop(&mut self) {
         // SAFETY: We own one reference on the page's current folio (type invariant).
         unsafe { bindings::folio_put(bindings::page_folio(self.page.as_ptr())) };
@@ -507,12 +547,14 @@ pub struct PageLockGuard<'a> {
 
 impl PageLockGuard<'_> {
     /// Marks the folio dirty.
+    #[inline]
     pub fn set_dirty(&self) {
         // SAFETY: The folio is valid and locked.
         unsafe { bindings::folio_set_dirty(self.held.folio().as_raw()) };
     }
 
     /// Marks the folio recently used.
+    #[inline]
     pub fn mark_accessed(&self) {
         // SAFETY: The folio is valid.
         unsafe { bindings::folio_mark_accessed(self.held.folio().as_raw()) };
@@ -520,6 +562,7 @@ impl PageLockGuard<'_> {
 }
 
 impl Drop for PageLockGuard<'_> {
+    #[inline]
     fn drop(&mut self) {
         // SAFETY: The page's current folio is locked by this thread (type invariant).
         unsafe { bindings::folio_unlock(self.held.folio().as_raw()) };
@@ -533,16 +576,19 @@ pub struct Pfn(usize);
 
 impl Pfn {
     /// A frame number known to have come from a folio once.
+    #[inline]
     pub(super) fn from_value(value: usize) -> Self {
         Self(value)
     }
 
     /// The number.
+    #[inline]
     pub fn value(self) -> usize {
         self.0
     }
 
     /// The NUMA node of the frame.
+    #[inline]
     pub fn nid(self) -> usize {
         // SAFETY: A `Pfn` names memory that has a `struct page` (see `pfn_folio_raw`).
         unsafe { bindings::pfn_to_nid_rust(self.0 as _) as usize }
@@ -556,16 +602,19 @@ pub struct AtomicPfn(AtomicUsize);
 
 impl AtomicPfn {
     /// Holds `pfn`.
+    #[inline]
     pub fn new(pfn: Pfn) -> Self {
         Self(AtomicUsize::new(pfn.0))
     }
 
     /// The frame number (`READ_ONCE()`).
+    #[inline]
     pub fn load(&self) -> Pfn {
         Pfn(self.0.load(Ordering::Relaxed))
     }
 
     /// Sets the frame number (`WRITE_ONCE()`).
+    #[inline]
     pub fn store(&self, pfn: Pfn) {
         self.0.store(pfn.0, Ordering::Relaxed)
     }
@@ -576,6 +625,7 @@ impl AtomicPfn {
 ///
 /// A [`Pfn`] came from a folio, and this kernel keeps every `struct page` it ever had (KSM's Rust
 /// implementation is not built with memory hot-remove), so the `struct folio` exists.
+#[inline]
 pub fn pfn_folio_raw(pfn: Pfn) -> *mut bindings::folio {
     // SAFETY: `pfn` names memory that has a `struct page` (see above).
     unsafe { bindings::pfn_folio(pfn.0 as _) }

@@ -53,11 +53,13 @@ unsafe impl Sync for AnonVma {}
 
 // SAFETY: `get_anon_vma()`/`put_anon_vma()` keep the anon_vma allocated while the count is not 0.
 unsafe impl AlwaysRefCounted for AnonVma {
+    #[inline]
     fn inc_ref(&self) {
         // SAFETY: `&self` shows the count is non-zero.
         unsafe { bindings::get_anon_vma(self.as_raw()) };
     }
 
+    #[inline]
     unsafe fn dec_ref(obj: NonNull<Self>) {
         // SAFETY: The caller gives up a reference it owns.
         unsafe { bindings::put_anon_vma(obj.cast().as_ptr()) };
@@ -66,12 +68,14 @@ unsafe impl AlwaysRefCounted for AnonVma {
 
 impl AnonVma {
     /// The C structure.
+    #[inline]
     pub fn as_raw(&self) -> *mut bindings::anon_vma {
-        self.av.get()
+        super::opaque_ptr(&self.av)
     }
 
     /// A reference to the anon_vma of `vma`, if it has one. The area's mmap lock keeps the
     /// anon_vma while the reference is taken.
+    #[inline]
     pub fn of(vma: &VmArea) -> Option<ARef<AnonVma>> {
         let av = vma.anon_vma_raw();
         if av.is_null() {
@@ -83,6 +87,7 @@ impl AnonVma {
     }
 
     /// Takes the anon_vma's lock for reading.
+    #[inline]
     pub fn lock_read(&self) -> AnonVmaReadGuard<'_> {
         // SAFETY: The anon_vma is valid.
         unsafe { bindings::anon_vma_lock_read(self.as_raw()) };
@@ -94,6 +99,7 @@ impl AnonVma {
     }
 
     /// Takes the lock for reading if it is free.
+    #[inline]
     pub fn try_lock_read(&self) -> Option<AnonVmaReadGuard<'_>> {
         // SAFETY: The anon_vma is valid.
         let locked = unsafe { bindings::anon_vma_trylock_read(self.as_raw()) };
@@ -144,6 +150,7 @@ impl AnonVmaReadGuard<'_> {
 }
 
 impl Drop for AnonVmaReadGuard<'_> {
+    #[inline]
     fn drop(&mut self) {
         // SAFETY: The lock is held for reading by this thread (type invariant).
         unsafe { bindings::anon_vma_unlock_read(self.av.as_raw()) };
@@ -165,6 +172,7 @@ pub struct AnonVmaSlot {
 }
 
 impl Default for AnonVmaSlot {
+    #[inline]
     fn default() -> Self {
         Self::new()
     }
@@ -174,6 +182,7 @@ const HINT: usize = 1;
 
 impl AnonVmaSlot {
     /// An empty slot.
+    #[inline]
     pub const fn new() -> Self {
         Self {
             val: AtomicUsize::new(0),
@@ -185,6 +194,7 @@ impl AnonVmaSlot {
     /// # Safety
     ///
     /// `val` was in the slot and its reference, if any, is now the caller's.
+    #[inline]
     unsafe fn owned(val: usize) -> Option<ARef<AnonVma>> {
         if val & HINT != 0 {
             return None;
@@ -195,6 +205,7 @@ impl AnonVmaSlot {
     }
 
     /// Puts `av` in the slot (replacing a hint); gives back the reference that was there.
+    #[inline]
     pub fn set(&self, av: ARef<AnonVma>) -> Option<ARef<AnonVma>> {
         let new = ARef::into_raw(av).as_ptr() as usize;
         // INVARIANT: The reference of `av` moves into the slot.
@@ -204,6 +215,7 @@ impl AnonVmaSlot {
     }
 
     /// Empties the slot (of a reference or a hint), giving back the reference.
+    #[inline]
     pub fn take(&self) -> Option<ARef<AnonVma>> {
         let old = self.val.swap(0, Ordering::AcqRel);
         // SAFETY: `old` was in the slot; its reference is ours now.
@@ -211,6 +223,7 @@ impl AnonVmaSlot {
     }
 
     /// Records the hint `pfn`, unless the slot holds a reference.
+    #[inline]
     pub fn set_hint(&self, pfn: Pfn) {
         // INVARIANT: A hint replaces only nothing or a hint: a reference is never lost.
         let _ = self
@@ -221,6 +234,7 @@ impl AnonVmaSlot {
     }
 
     /// The hint, if the slot holds one.
+    #[inline]
     pub fn hint(&self) -> Option<Pfn> {
         let v = self.val.load(Ordering::Relaxed);
         (v & HINT != 0).then(|| Pfn::from_value(v >> 1))
@@ -231,6 +245,7 @@ impl AnonVmaSlot {
     /// # Safety
     ///
     /// Nobody empties or refills the slot while the returned reference lives.
+    #[inline]
     pub unsafe fn get(&self) -> Option<&AnonVma> {
         let v = self.val.load(Ordering::Acquire);
         if v & HINT != 0 {
@@ -243,6 +258,7 @@ impl AnonVmaSlot {
 }
 
 impl Drop for AnonVmaSlot {
+    #[inline]
     fn drop(&mut self) {
         drop(self.take());
     }
@@ -260,15 +276,18 @@ impl Drop for AnonVmaSlot {
 pub unsafe trait KsmNode: Sized {}
 
 /// The `mapping` word of a KSM folio that points at `node` (at no node yet, with null).
+#[inline]
 fn ksm_mapping<T: KsmNode>(node: *const T) -> usize {
     node as usize | bindings::PAGE_MAPPING_KSM as usize
 }
 
+#[inline]
 fn ksm_mapping_of<T: KsmNode>(node: Option<Pin<&T>>) -> usize {
     ksm_mapping(node.map_or(core::ptr::null(), |n| n.get_ref() as *const T))
 }
 
 /// The `mapping` word of the folio at frame `pfn`, read once without a reference.
+#[inline]
 fn mapping_at(pfn: Pfn) -> (*mut bindings::folio, usize) {
     let raw = pfn_folio_raw(pfn);
     // SAFETY: `raw` is the `struct folio` at a frame that has one (`pfn_folio_raw`); its mapping
@@ -290,11 +309,13 @@ pub fn ksm_node<'a, T: KsmNode>(folio: &'a impl LockedFolio) -> Option<Pin<&'a T
 }
 
 /// Whether the locked folio points at `node`.
+#[inline]
 pub fn is_ksm_folio_of<T: KsmNode>(folio: &impl LockedFolio, node: &T) -> bool {
     folio.locked_folio().mapping_raw() == ksm_mapping(node)
 }
 
 /// Makes the locked folio a KSM folio that points at `node` (or at no node yet, with `None`).
+#[inline]
 pub fn set_ksm_node<T: KsmNode>(folio: &impl LockedFolio, node: Option<Pin<&T>>) {
     // SAFETY: The folio is valid and locked; KSM owns the mapping of an anonymous folio it turns
     // into a KSM folio (C's `folio_set_stable_node()`).
@@ -332,6 +353,7 @@ pub fn get_ksm_folio<T: KsmNode>(node: &T, pfn: &AtomicPfn) -> Option<ARef<Folio
 /// Whether the frame `pfn` holds still seems to be the KSM folio of `node`, read without taking
 /// a reference: a cheap first check for [`get_ksm_folio`]. `true` may be out of date as soon as it
 /// is returned; `false` means the node was stale when looked at, or its folio was migrating.
+#[inline]
 pub fn ksm_folio_present<T: KsmNode>(node: &T, pfn: &AtomicPfn) -> bool {
     mapping_at(pfn.load()).1 == ksm_mapping(node)
 }
@@ -381,18 +403,21 @@ pub struct Pte(bindings::pte_t);
 
 impl Pte {
     /// Whether two entries are the same.
+    #[inline]
     pub fn same(self, other: Pte) -> bool {
         // SAFETY: Pure function of two values.
         unsafe { bindings::pte_same(self.0, other.0) }
     }
 
     /// Whether the entry is writable.
+    #[inline]
     pub fn is_write(self) -> bool {
         // SAFETY: Pure function of a value.
         unsafe { bindings::pte_write(self.0) }
     }
 
     /// Whether the entry is dirty.
+    #[inline]
     pub fn is_dirty(self) -> bool {
         // SAFETY: Pure function of a value.
         unsafe { bindings::pte_dirty(self.0) }
@@ -400,6 +425,7 @@ impl Pte {
 }
 
 /// The address `page` has in `vma` (its anonymous index says where), or `EFAULT`.
+#[inline]
 fn address_in_vma(page: &FolioPage, vma: &VmArea) -> Result<usize> {
     // SAFETY: Both are valid for the duration of the call.
     let addr = unsafe { bindings::page_address_in_vma(page.as_raw(), vma.as_raw()) };
@@ -435,6 +461,7 @@ impl Invalidation {
 }
 
 impl Drop for Invalidation {
+    #[inline]
     fn drop(&mut self) {
         // SAFETY: The range was started in `start`.
         unsafe { bindings::mmu_notifier_invalidate_range_end(&mut self.range) };
@@ -694,6 +721,7 @@ pub fn split_if_large(page: &FolioPage, _locked: &impl LockedFolio) -> Result {
 }
 
 /// The number of zero pages KSM has mapped (C's `ksm_zero_pages`).
+#[inline]
 pub fn zero_pages() -> isize {
     // SAFETY: Reads the atomic counter that the KSM implementation defines.
     unsafe { bindings::ksm_zero_pages_read() as isize }
@@ -714,6 +742,7 @@ pub fn in_own_anon_vma(folio: &Folio, vma: &VmArea, addr: usize) -> bool {
 }
 
 /// Whether the folio has an anon_vma (is anonymous and not KSM).
+#[inline]
 pub fn has_anon_vma(folio: &Folio) -> bool {
     // SAFETY: The folio is valid.
     !unsafe { bindings::folio_anon_vma(folio.as_raw()) }.is_null()
@@ -778,6 +807,7 @@ impl RmapWalk<'_> {
     /// # Safety
     ///
     /// `rwc` is valid, for a walk of a locked folio, for `'a`.
+    #[inline]
     pub unsafe fn from_raw(rwc: *mut bindings::rmap_walk_control) -> Self {
         // INVARIANT: By the safety requirements.
         Self {
@@ -786,17 +816,20 @@ impl RmapWalk<'_> {
         }
     }
 
+    #[inline]
     fn raw(&self) -> *mut bindings::rmap_walk_control {
         self.rwc.as_ptr()
     }
 
     /// Whether the walker wants locks to be tried, not waited for.
+    #[inline]
     pub fn try_lock(&self) -> bool {
         // SAFETY: The control is valid (type invariant).
         unsafe { (*self.raw()).try_lock }
     }
 
     /// Tells the walker a lock was contended (with `try_lock`).
+    #[inline]
     pub fn set_contended(&mut self) {
         // SAFETY: The control is valid and ours to update.
         unsafe { (*self.raw()).contended = true };
@@ -828,6 +861,7 @@ impl RmapWalk<'_> {
     }
 
     /// Whether the walker is done with `folio`.
+    #[inline]
     pub fn done(&mut self, folio: &Folio) -> bool {
         // SAFETY: The control is valid.
         unsafe {
@@ -851,6 +885,7 @@ impl KillList<'_> {
     /// # Safety
     ///
     /// `list` is memory-failure's `to_kill` list, valid for `'a`.
+    #[inline]
     pub unsafe fn from_raw(list: *mut bindings::list_head) -> Self {
         Self {
             list,
@@ -895,6 +930,7 @@ impl KillList<'_> {
 
     /// Without `CONFIG_MEMORY_FAILURE` memory failure never calls in: there is nothing to add.
     #[cfg(not(CONFIG_MEMORY_FAILURE))]
+    #[inline]
     pub fn add_mappers(&mut self, _: &AnonVma, _: &FolioPage, _: usize, _: bool) {}
 }
 
@@ -963,6 +999,7 @@ macro_rules! ksm_abi {
                 Mm, MmWriteLocked,
             };
 
+            #[inline]
             fn errno(r: $crate::error::Result) -> ::core::ffi::c_int {
                 match r {
                     Ok(()) => 0,
@@ -1188,6 +1225,7 @@ macro_rules! ksm_abi {
 ///
 /// The folio is locked by the current thread and stays locked while the guard is used.
 #[doc(hidden)]
+#[inline]
 pub unsafe fn locked_by_caller(folio: &Folio) -> FolioGuard<'_> {
     // SAFETY: By the safety requirements.
     unsafe { FolioGuard::assume_locked(folio) }
@@ -1199,30 +1237,35 @@ pub mod trace {
     use core::ffi::c_void;
 
     /// A pass over all address spaces starts.
+    #[inline]
     pub fn start_scan(seq: u64, rmap_items: u64) {
         // SAFETY: Trace points take plain values.
         unsafe { bindings::trace_ksm_start_scan_rust(seq as _, rmap_items as _) };
     }
 
     /// A pass ends.
+    #[inline]
     pub fn stop_scan(seq: u64, rmap_items: u64) {
         // SAFETY: As above.
         unsafe { bindings::trace_ksm_stop_scan_rust(seq as _, rmap_items as _) };
     }
 
     /// An address space is registered with KSM.
+    #[inline]
     pub fn enter(mm: *const c_void) {
         // SAFETY: As above; the pointer is only printed.
         unsafe { bindings::trace_ksm_enter_rust(mm as _) };
     }
 
     /// An address space leaves KSM.
+    #[inline]
     pub fn exit(mm: *const c_void) {
         // SAFETY: As above.
         unsafe { bindings::trace_ksm_exit_rust(mm as _) };
     }
 
     /// A page was merged into `pfn` (or the merge failed with `err`).
+    #[inline]
     pub fn merge_one_page(pfn: usize, item: *const c_void, mm: *const c_void, err: i32) {
         // SAFETY: As above.
         unsafe { bindings::trace_ksm_merge_one_page_rust(pfn as _, item as _, mm as _, err) };
@@ -1245,18 +1288,21 @@ pub mod trace {
     }
 
     /// A KSM page left the stable tree.
+    #[inline]
     pub fn remove_ksm_page(pfn: usize) {
         // SAFETY: As above.
         unsafe { bindings::trace_ksm_remove_ksm_page_rust(pfn as _) };
     }
 
     /// An rmap_item left a KSM page.
+    #[inline]
     pub fn remove_rmap_item(pfn: usize, item: *const c_void, mm: *const c_void) {
         // SAFETY: As above.
         unsafe { bindings::trace_ksm_remove_rmap_item_rust(pfn as _, item as _, mm as _) };
     }
 
     /// The scan-time advisor set `pages_to_scan`.
+    #[inline]
     pub fn advisor(scan_time: i64, pages_to_scan: usize, cpu_percent: u32) {
         // SAFETY: As above.
         unsafe { bindings::trace_ksm_advisor_rust(scan_time, pages_to_scan as _, cpu_percent) };

@@ -54,29 +54,34 @@ impl VmArea {
     /// # Safety
     ///
     /// `ptr` is a valid area whose mmap lock is held (or that is otherwise kept valid) for `'a`.
+    #[inline]
     pub unsafe fn from_raw<'a>(ptr: *mut bindings::vm_area_struct) -> &'a VmArea {
         // SAFETY: `VmArea` is a transparent wrapper; validity is the caller's promise.
         unsafe { &*ptr.cast() }
     }
 
     /// The C structure.
+    #[inline]
     pub fn as_raw(&self) -> *mut bindings::vm_area_struct {
-        self.vma.get()
+        super::opaque_ptr(&self.vma)
     }
 
     /// The first address of the area.
+    #[inline]
     pub fn start(&self) -> usize {
         // SAFETY: The area is valid (type invariant); its bounds are stable under the mmap lock.
         unsafe { (*self.as_raw()).__bindgen_anon_1.__bindgen_anon_1.vm_start }
     }
 
     /// The address after the last of the area.
+    #[inline]
     pub fn end(&self) -> usize {
         // SAFETY: As in `start`.
         unsafe { (*self.as_raw()).__bindgen_anon_1.__bindgen_anon_1.vm_end }
     }
 
     /// The area's flags (`vm_flags`).
+    #[inline]
     pub fn flags(&self) -> flags::Flags {
         // SAFETY: The area is valid; the flags change only under the mmap lock held for writing,
         // which excludes the holders of this reference but the writer itself.
@@ -84,36 +89,42 @@ impl VmArea {
     }
 
     /// The address space of the area.
+    #[inline]
     pub fn mm(&self) -> &Mm {
         // SAFETY: An area's `vm_mm` is valid while the area is.
         unsafe { Mm::from_raw((*self.as_raw()).vm_mm) }
     }
 
     /// Whether the area has an anon_vma (has ever had anonymous pages).
+    #[inline]
     pub fn has_anon_vma(&self) -> bool {
         // SAFETY: The area is valid.
         unsafe { !(*self.as_raw()).anon_vma.is_null() }
     }
 
     /// The area's anon_vma, as a raw pointer (null if none).
+    #[inline]
     pub fn anon_vma_raw(&self) -> *mut bindings::anon_vma {
         // SAFETY: The area is valid.
         unsafe { (*self.as_raw()).anon_vma }
     }
 
     /// Whether the area maps DAX memory.
+    #[inline]
     pub fn is_dax(&self) -> bool {
         // SAFETY: The area is valid.
         unsafe { bindings::vma_is_dax(self.as_raw()) }
     }
 
     /// The page protection of the area.
+    #[inline]
     pub fn page_prot(&self) -> bindings::pgprot_t {
         // SAFETY: The area is valid.
         unsafe { (*self.as_raw()).vm_page_prot }
     }
 
     /// The page offset `addr` has in the area's backing (C's `linear_page_index()`).
+    #[inline]
     pub fn linear_page_index(&self, addr: usize) -> usize {
         // SAFETY: The area is valid.
         unsafe { bindings::linear_page_index(self.as_raw(), addr as _) as usize }
@@ -124,6 +135,7 @@ impl VmArea {
     /// # Panics
     ///
     /// If `locked` is not the area's address space.
+    #[inline]
     pub fn set_flags(&self, locked: &MmWriteLocked<'_>, flags: flags::Flags) {
         assert!(core::ptr::eq(locked.mm(), self.mm()));
         // SAFETY: The area is valid and its mmap lock held for writing (`locked`).
@@ -135,6 +147,7 @@ impl VmArea {
     /// # Panics
     ///
     /// If `locked` is not the area's address space.
+    #[inline]
     pub fn clear_flags(&self, locked: &MmWriteLocked<'_>, flags: flags::Flags) {
         assert!(core::ptr::eq(locked.mm(), self.mm()));
         // SAFETY: As in `set_flags`.
@@ -143,6 +156,7 @@ impl VmArea {
 
     /// Write-locks the area against page faults that hold only its per-VMA lock (C's
     /// `vma_start_write()`). Needs the mmap lock held for writing.
+    #[inline]
     pub fn start_write(&self, locked: &MmWriteLocked<'_>) {
         assert!(core::ptr::eq(locked.mm(), self.mm()));
         // SAFETY: As in `set_flags`.
