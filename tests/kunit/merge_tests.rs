@@ -364,6 +364,83 @@ fn gone_pages_and_failed_merges() -> TestResult {
     Ok(())
 }
 
+/// Two contents of one checksum: pages zero but their first 8 bytes, which hold `56775` or
+/// `78957` (the low 32 bits of their xxh64 are equal, found by a search over such pages).
+/// `TestPages` of `n` pages, page `i` of the first contents where `first[i]`.
+fn colliding_pages(first: &[bool]) -> Result<TestPages> {
+    let p = TestPages::new(first.len(), Pattern::Worst)?;
+    for (i, a) in first.iter().enumerate() {
+        let v: u64 = if *a { 56775 } else { 78957 };
+        p.write(i, kernel::page::PAGE_SIZE - 8, &[0; 8]);
+        p.write(i, 0, &v.to_le_bytes());
+    }
+    Ok(p)
+}
+
+fn merge_failures(p: &TestPages) -> usize {
+    p.merge_failures.load(core::sync::atomic::Ordering::Relaxed)
+}
+
+/// The stable lookup takes the first KSM page of a page's checksum without comparing, and the
+/// merge proves it. When the two differ (a checksum collision), the merge fails and the lookup
+/// is made again comparing contents: the page still merges with its equal KSM page, as it would
+/// with C's lookup.
+fn checksum_collision_falls_back_to_contents() -> TestResult {
+    let p = colliding_pages(&[true, true, false, false, false, true]).check()?;
+    kunit_ensure_eq!(p.held(0).bytes().checksum(), p.held(2).bytes().checksum());
+    kunit_ensure!(!p.held(0).bytes().same_as(&p.held(2).bytes()));
+    let mut f = Fix::new(&p, 1, 2).check()?;
+    f.settle(0..2);
+    // The KSM page of the first contents is the root: the first node of the checksum.
+    kunit_ensure_eq!(f.t.stable(0).len(), 1);
+    let b = f.add(2).check()?;
+    f.add(3).check()?;
+    f.settle(b..b + 2);
+    kunit_ensure_eq!(f.t.stable(0).len(), 2);
+    kunit_ensure_eq!(f.its[b].mapping().page(), f.its[b + 1].mapping().page());
+    let c = f.add(4).check()?;
+    kunit_ensure_eq!(f.visit(c), Some(Outcome::Volatile));
+    let failed = merge_failures(&p);
+    kunit_ensure_eq!(f.visit(c), Some(Outcome::MergedStable));
+    // The trusted match (the other contents) failed to merge once, then the equal page was found.
+    kunit_ensure_eq!(merge_failures(&p), failed + 1);
+    kunit_ensure_eq!(f.its[c].mapping().page(), f.its[b].mapping().page());
+    // A page of the root's contents merges with it at once.
+    let a = f.add(5).check()?;
+    kunit_ensure_eq!(f.visit(a), Some(Outcome::Volatile));
+    kunit_ensure_eq!(f.visit(a), Some(Outcome::MergedStable));
+    kunit_ensure_eq!(merge_failures(&p), failed + 1);
+    kunit_ensure_eq!(f.its[a].mapping().page(), f.its[0].mapping().page());
+    kunit_ensure_eq!(
+        (f.t.counters.pages_shared, f.t.counters.pages_sharing),
+        (2, 4)
+    );
+    Ok(())
+}
+
+/// A node of the page's checksum that could not take the page (at `max_page_sharing`) is
+/// compared before the lookup gives up: a full KSM page of other contents does not hide the equal
+/// one.
+fn checksum_collision_with_a_full_node() -> TestResult {
+    let p = colliding_pages(&[true, true, true, false, false, false]).check()?;
+    let mut f = Fix::new(&p, 1, 3).check()?;
+    f.t.max_page_sharing = 3;
+    f.settle(0..3);
+    kunit_ensure_eq!(f.t.stable(0).len(), 1);
+    let b = f.add(3).check()?;
+    f.add(4).check()?;
+    f.settle(b..b + 2);
+    kunit_ensure_eq!(f.t.stable(0).len(), 2);
+    let c = f.add(5).check()?;
+    kunit_ensure_eq!(f.visit(c), Some(Outcome::Volatile));
+    let failed = merge_failures(&p);
+    kunit_ensure_eq!(f.visit(c), Some(Outcome::MergedStable));
+    // The full node was compared, not merged with.
+    kunit_ensure_eq!(merge_failures(&p), failed);
+    kunit_ensure_eq!(f.its[c].mapping().page(), f.its[b].mapping().page());
+    Ok(())
+}
+
 kunit_suite!(
     "rksm_merge",
     [
@@ -374,5 +451,7 @@ kunit_suite!(
         migrated_ksm_pages_follow_their_node,
         lookups_move_migrated_ksm_pages,
         gone_pages_and_failed_merges,
+        checksum_collision_falls_back_to_contents,
+        checksum_collision_with_a_full_node,
     ]
 );

@@ -19,6 +19,7 @@ const SET: Settings = Settings {
     max_page_sharing: 256,
     now: 0,
     prune_jiffies: 0,
+    trust_checksum: false,
 };
 
 /// A stable tree, its token, the items its nodes list and the counters: torn down in that order

@@ -161,6 +161,15 @@ impl Descent {
         Some(step)
     }
 
+    /// Counts a node of the key's checksum taken as the match without comparing (a lookup that
+    /// trusts checksums, see [`crate::stable::Settings::trust_checksum`]): a step decided by
+    /// checksum alone.
+    #[inline]
+    pub(crate) fn trusted(&mut self) {
+        self.depth += 1;
+        self.key_steps += 1;
+    }
+
     /// Where the next comparison may start: a prefix the key shares with every node below.
     pub(crate) fn start(&self) -> usize {
         if self.order == Order::Plain {

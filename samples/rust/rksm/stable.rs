@@ -174,6 +174,11 @@ pub(crate) struct Settings {
     pub(crate) now: u64,
     /// How often a chain is pruned whole, in jiffies (`stable_node_chains_prune_millisecs`).
     pub(crate) prune_jiffies: u64,
+    /// With [`Order::Checksum`], whether [`StableTree::search`] takes the first node of the key's
+    /// checksum as the match without comparing the pages. The caller must then prove the match
+    /// itself (a merge compares the whole pages once they are write-protected) and search again
+    /// without it if the pages differ: a checksum may collide.
+    pub(crate) trust_checksum: bool,
 }
 
 /// A stable node in a tree: a plain node, or a dup of a chain in the tree.
@@ -226,6 +231,10 @@ pub(crate) enum Search<'a, B: Backend> {
     Misplaced(Pin<KBox<StableNode<B>>>),
     /// No equal page that may take one more mapping.
     Miss,
+    /// With [`Settings::trust_checksum`]: the node of the key's checksum that the lookup met
+    /// differs from the key (a checksum collision), and the lookup must be made again without
+    /// trusting checksums.
+    Unproven,
 }
 
 /// Takes every mapping off the stable node `item` is under, whose KSM page is gone (C's
@@ -429,6 +438,7 @@ impl<B: Backend> StableTree<B> {
         c: &mut Counters,
     ) -> Descended<'a, B> {
         let mut descent = Descent::new(floor, set.order);
+        let trust = set.trust_checksum && set.order == Order::Checksum;
         let mut hit = None;
         let walk = tree.walk_prune(|visit| match visit {
             Visit::At(node) => {
@@ -453,6 +463,12 @@ impl<B: Backend> StableTree<B> {
                 };
                 match page {
                     None => Prune::Remove,
+                    Some((dup, page)) if trust => {
+                        // Taken on its checksum (see `Settings::trust_checksum`).
+                        descent.trusted();
+                        hit = Some((dup, page));
+                        Prune::Go(Step::Stop)
+                    }
                     Some((dup, page)) => {
                         let (step, _) = descent.compare(key.bytes, &page.bytes());
                         if step == Step::Stop {
@@ -519,6 +535,10 @@ impl<B: Backend> StableTree<B> {
     /// held. If every equal page is at `max_page_sharing`, finds nothing: the key must then meet
     /// its match in the unstable tree, and start a new dup. An equal page for which `misplaced`
     /// says it is on the wrong NUMA node has its node taken out (C's `migrate_nodes`).
+    ///
+    /// With [`Settings::trust_checksum`], the node found is only of the key's checksum, unless it
+    /// would be turned down (full) or moved: then it is compared first, and if it differs,
+    /// [`Search::Unproven`] asks for a lookup without trusting checksums.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn search<'a>(
         &'a mut self,
@@ -544,6 +564,20 @@ impl<B: Backend> StableTree<B> {
         let (Walk::Stopped(mut at), Some((mut dup, page))) = (d.walk, d.hit) else {
             return Search::Miss;
         };
+        if set.trust_checksum {
+            // A node taken on its checksum is proven by the caller's merge; but one that would
+            // be moved or turned down here must be proven first, or a checksum collision would
+            // hide the equal page.
+            let node: &StableNode<B> = at.get();
+            let target = match (dup, &node.kind) {
+                (Some(k), Kind::Chain(cell)) => &*cell.get(token).dups[k],
+                _ => node,
+            };
+            let full = !target.has_room(set.max_page_sharing);
+            if (full || misplaced(&page)) && !key.bytes.same_as(&page.bytes()) {
+                return Search::Unproven;
+            }
+        }
         if misplaced(&page) {
             drop(page);
             return match Self::take_at(backend, token, at, dup, c) {

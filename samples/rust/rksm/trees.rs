@@ -173,6 +173,7 @@ impl<B: Backend> Trees<B> {
             max_page_sharing: self.max_page_sharing,
             now: kernel::kthread::jiffies(),
             prune_jiffies: kernel::kthread::msecs_to_jiffies(self.chain_prune_ms) as u64,
+            trust_checksum: false,
         }
     }
 
@@ -452,28 +453,43 @@ impl<B: Backend> Trees<B> {
         let last = stable.len() - 1;
         let elsewhere = |p: &B::Page<'_>| !across && backend.page_nid(p).min(last) != idx;
 
-        // A KSM page of the same contents?
-        let moved = match stable[idx].search(backend, token, &key, set, stats, counters, elsewhere)
-        {
-            Search::Found(found) => {
-                if backend.settle(&found.page).is_err() {
-                    return Outcome::Busy;
+        // A KSM page of the same contents? The first lookup takes a node of the page's checksum
+        // as the match without reading it: the merge compares the whole pages anyway, once they
+        // are write-protected, so one comparison per page is saved. If the pages turn out to
+        // differ (a checksum collision, or the page changed), the lookup is made again comparing
+        // contents, and finds the equal page if there is one, as C's lookup would.
+        let mut trust = set.order == Order::Checksum;
+        let moved = loop {
+            let look = Settings {
+                trust_checksum: trust,
+                ..set
+            };
+            match stable[idx].search(backend, token, &key, look, stats, counters, elsewhere) {
+                Search::Found(found) => {
+                    if backend.settle(&found.page).is_err() {
+                        return Outcome::Busy;
+                    }
+                    if backend.merge_with_ksm(&item, page, &found.page).is_err() {
+                        if trust && !bytes.same_as(&found.page.bytes()) {
+                            trust = false;
+                            continue;
+                        }
+                        return Outcome::MergeFailed;
+                    }
+                    let locked = backend.lock(&found.page);
+                    let appended = found.node.append(token, item, counters);
+                    drop(locked);
+                    if appended.is_err() {
+                        backend.break_merge(&item);
+                        return Outcome::MergeFailed;
+                    }
+                    backend.merged(&item);
+                    return Outcome::MergedStable;
                 }
-                if backend.merge_with_ksm(&item, page, &found.page).is_err() {
-                    return Outcome::MergeFailed;
-                }
-                let locked = backend.lock(&found.page);
-                let appended = found.node.append(token, item, counters);
-                drop(locked);
-                if appended.is_err() {
-                    backend.break_merge(&item);
-                    return Outcome::MergeFailed;
-                }
-                backend.merged(&item);
-                return Outcome::MergedStable;
+                Search::Unproven => trust = false,
+                Search::Misplaced(node) => break Some(node),
+                Search::Miss => break None,
             }
-            Search::Misplaced(node) => Some(node),
-            Search::Miss => None,
         };
         if let Some(node) = moved {
             // The equal page migrated to another node: its node goes to that node's tree, and
