@@ -36,7 +36,7 @@
 //!   worked on with no mmap lock held (a page reference keeps the page).
 //! - [`SlotsToken`], in [`ScanState`], governs each address space's list of rmap_items.
 
-use crate::backend::Backend;
+use crate::backend::{Backend, Contents};
 use crate::item::{RmapItem, MAX_NIDS, MAX_SHARDS};
 use crate::knobs::{self, STATS};
 use crate::real::{KsmBackend, KsmToken, Mapping, Page};
@@ -501,11 +501,20 @@ impl Ksm {
         let b = &self.backend;
         let prune_ms = knobs::CHAINS_PRUNE_MS.load(Relaxed);
         let from = item.shard();
+        // A page that is not a KSM page yet is not merged with its item's node: it needs its
+        // checksum, taken here, before the shard lock, so that other threads need not wait for
+        // it. A KSM page most often is merged already and needs none (C takes none then).
+        let sum = (!b.is_ksm(page)).then(|| page.bytes().checksum());
         // Most pages stay in their shard: then one hold of its lock does both steps.
         let (left, to) = self.in_shard(from, |t, token| {
             t.chain_prune_ms = prune_ms;
             match t.leave(b, token, item, page) {
-                Left::Loose => match trees::admit(b, &item, page) {
+                Left::Loose => match trees::admit(
+                    b,
+                    &item,
+                    page,
+                    sum.unwrap_or_else(|| page.bytes().checksum()),
+                ) {
                     Some(outcome) => (Left::Done(outcome), from),
                     None if shard_of(item.checksum()) == from => {
                         (Left::Done(t.join(b, token, item, page)), from)

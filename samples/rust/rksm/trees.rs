@@ -339,7 +339,7 @@ impl<B: Backend> Trees<B> {
         match self.leave(backend, token, item, page) {
             Left::Done(outcome) => outcome,
             Left::Fork => self.list_fork(backend, token, item, page),
-            Left::Loose => match admit(backend, &item, page) {
+            Left::Loose => match admit(backend, &item, page, page.bytes().checksum()) {
                 Some(outcome) => outcome,
                 None => self.join(backend, token, item, page),
             },
@@ -560,14 +560,16 @@ pub(crate) enum Left {
 
 /// The step of [`Trees::cmp_and_merge`] that needs no tree, for a loose item: the volatility
 /// gate (only pages that kept their contents since the last pass go on) and, with
-/// `use_zero_pages`, the merge of an all-zero page with the zero page. `None` if the page goes
+/// `use_zero_pages`, the merge of an all-zero page with the zero page. `checksum` is the page's
+/// ([`crate::backend::Contents`]), taken just before. `None` if the page goes
 /// on to [`Trees::join`], in the shard of [`RmapItem::checksum`].
 pub(crate) fn admit<B: Backend>(
     backend: &B,
     item: &RmapItem<B>,
     page: &B::Page<'_>,
+    checksum: u32,
 ) -> Option<Outcome> {
-    if !item.admit(page.bytes().checksum()) {
+    if !item.admit(checksum) {
         return Some(Outcome::Volatile);
     }
     if backend.merge_zero(item, page) {
