@@ -69,6 +69,13 @@ pub(crate) const MAX_SCAN_THREADS: u32 = 16;
 /// pages of a batch keep a reference until they are merged, so more is not free either.
 const BATCH: usize = 256;
 
+/// The fewest pages of a batch that `ksmd` shares with its helpers. Waking a helper costs more
+/// than a few pages take, and a small batch is most often the end of a small address space:
+/// merged by `ksmd` alone, its pages are visited just before the pass ends, as with one thread
+/// (the selftest `ksm_tests -U` writes two pages and expects the pass that ends next to have
+/// seen the writes; waiting for a helper there made that pass end later).
+const SHARED_BATCH: usize = 32;
+
 kernel::define_token!(pub(crate) SlotsToken);
 
 /// `run` stops the scanner.
@@ -569,9 +576,12 @@ impl Ksm {
                 kthread::cond_resched();
             }
         };
-        let helpers = (threads - 1).min(self.helpers.load(Relaxed));
-        self.crew
-            .run_beside(helpers.min(n.saturating_sub(1)), &job, own)
+        let helpers = if n < SHARED_BATCH {
+            0
+        } else {
+            (threads - 1).min(self.helpers.load(Relaxed)).min(n - 1)
+        };
+        self.crew.run_beside(helpers, &job, own)
     }
 }
 
