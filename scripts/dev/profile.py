@@ -50,8 +50,9 @@ def main():
             "while r('pages_shared') + r('pages_sharing') < %d and time.monotonic() - t < 60:\n"
             "    time.sleep(0.05)\n" % total) if dur == 0 else "import time; time.sleep(%s)" % dur
     t0 = time.monotonic()
-    subprocess.run(["perf", "record", "-q", "-e", "cpu-clock", "-a", "-o", data,
-                    "python3", "-c", wait], check=True)
+    graph = ["-g"] if os.environ.get("CALLGRAPH") else []
+    subprocess.run(["perf", "record", "-q", "-e", "cpu-clock", "-a", "-o", data] + graph
+                   + ["python3", "-c", wait], check=True)
     dur = time.monotonic() - t0
     after = ksm_read("pages_sharing")
     comms = subprocess.run(["perf", "report", "-i", data, "--sort", "comm", "--stdio"],
@@ -59,8 +60,9 @@ def main():
     names = sorted({line.split()[-1] for line in comms.stdout.splitlines()
                     if line.strip() and not line.startswith("#")
                     and line.split()[-1].startswith("ksmd")})
+    children = ["--children", "-g", "none"] if graph else []
     rep = subprocess.run(["perf", "report", "-i", data, "--sort", "sym", "--stdio",
-                          "--comms", ",".join(names) or "ksmd"],
+                          "--comms", ",".join(names) or "ksmd"] + children,
                          capture_output=True, text=True)
     with open(os.path.join(TOP, out), "w") as f:
         f.write("# %s threads=%d: pages_sharing %d -> %d during the sample\n"

@@ -441,6 +441,36 @@ fn checksum_collision_with_a_full_node() -> TestResult {
     Ok(())
 }
 
+/// The unstable lookup, too, takes the first item of a page's checksum without comparing, and
+/// the merge proves it. When the two differ (a checksum collision), the merge fails and the
+/// lookup is made again comparing contents: the page goes into the tree, or merges with its
+/// equal page if one is there, as with C's lookup.
+fn unstable_checksum_collision_falls_back_to_contents() -> TestResult {
+    let p = colliding_pages(&[true, false, true]).check()?;
+    let mut f = Fix::new(&p, 1, 3).check()?;
+    kunit_ensure_eq!(
+        &f.pass(0..3)[..],
+        &[Some(Outcome::Volatile), Some(Outcome::Volatile), Some(Outcome::Volatile)]
+    );
+    f.t.reset_unstable();
+    kunit_ensure_eq!(f.visit(0), Some(Outcome::Inserted));
+    // The only item of the checksum has the other contents: one failed merge, then an insert.
+    kunit_ensure_eq!(f.visit(1), Some(Outcome::Inserted));
+    kunit_ensure_eq!(merge_failures(&p), 1);
+    kunit_ensure_eq!(f.t.unstable(0).len(), 2);
+    // Whichever of the two the lookup meets first, the page merges with its equal one.
+    let failed = merge_failures(&p);
+    kunit_ensure_eq!(f.visit(2), Some(Outcome::MergedUnstable));
+    kunit_ensure!(merge_failures(&p) <= failed + 1);
+    kunit_ensure_eq!(f.its[2].mapping().page(), f.its[0].mapping().page());
+    kunit_ensure!(matches!(f.place(1), Place::Unstable { .. }));
+    kunit_ensure_eq!(
+        (f.t.counters.pages_shared, f.t.counters.pages_sharing),
+        (1, 1)
+    );
+    Ok(())
+}
+
 kunit_suite!(
     "rksm_merge",
     [
@@ -453,5 +483,6 @@ kunit_suite!(
         gone_pages_and_failed_merges,
         checksum_collision_falls_back_to_contents,
         checksum_collision_with_a_full_node,
+        unstable_checksum_collision_falls_back_to_contents,
     ]
 );

@@ -28,7 +28,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from ksmrun import PAGE, Proc, frames, ksm_read, ksm_write, meminfo  # noqa: E402
+from ksmrun import PAGE, Proc, frames, ksm_read, ksm_write  # noqa: E402
 
 TOP = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 HZ = os.sysconf("SC_CLK_TCK")
@@ -81,20 +81,44 @@ def full_speed(threads):
 
 
 class Watch:
-    """Samples MemFree and the KSM counters every 50 ms from `run=1` on."""
+    """Writes 1 to `run` and times merging with tests/vm/ksmwatch.c, which samples the KSM
+    counters every 10 ms and MemFree every 100 ms while taking almost no CPU (a Python loop
+    here took 10 to 16% of a vCPU under TCG, which the scanner threads need).
 
-    def __init__(self):
-        self.t0 = time.monotonic()
-        self.trace = []
-        self.first = None
+    `mode` "total": until pages_shared + pages_sharing reach `goal`; "stable": until
+    pages_sharing has not grown above `goal` for three full scans since it last grew."""
 
-    def sample(self):
-        now = time.monotonic() - self.t0
-        shared, sharing = ksm_read("pages_shared"), ksm_read("pages_sharing")
-        if self.first is None and sharing > 0:
-            self.first = now
-        self.trace.append((round(now, 2), meminfo(), shared, sharing))
-        return now, shared, sharing
+    def __init__(self, mode, goal, timeout=900):
+        exe = os.path.join(TOP, "build", "tests", "ksmwatch")
+        r = subprocess.run([exe, mode, str(goal), "10", str(timeout)], stdout=subprocess.PIPE,
+                           text=True, timeout=timeout + 60)
+        if r.returncode == 2:
+            raise RuntimeError("ksmwatch failed (its error is above)")
+        self.samples = []
+        self.done = None
+        for line in r.stdout.splitlines():
+            f = line.split()
+            if f[0] == "done":
+                self.done = float(f[1])
+            elif f[0] != "timeout":
+                self.samples.append((float(f[0]), int(f[1]), int(f[2]), int(f[3]), int(f[4])))
+        # (t, MemFree MiB, pages_shared, pages_sharing), where MemFree was read.
+        self.trace = [(round(t, 2), free, shared, sharing)
+                      for t, shared, sharing, _, free in self.samples if free >= 0]
+        self.first = next((t for t, _, sharing, _, _ in self.samples if sharing > 0), None)
+
+    def last(self):
+        """(t, pages_shared, pages_sharing) of the last sample."""
+        t, shared, sharing, _, _ = self.samples[-1]
+        return t, shared, sharing
+
+    def last_growth(self):
+        """(t, pages_sharing) when pages_sharing last grew."""
+        t_best, best = None, self.samples[0][2]
+        for t, _, sharing, _, _ in self.samples:
+            if sharing > best:
+                t_best, best = t, sharing
+        return t_best, best
 
 
 def run_ksmpages(impl, mode, procs_n, mib, threads, rep):
@@ -103,21 +127,8 @@ def run_ksmpages(impl, mode, procs_n, mib, threads, rep):
     procs = [Proc(exe, mode, mib) for _ in range(procs_n)]
     total = sum(p.pages for p in procs)
     slab0, cpu0 = slab_kib(), ksmd_cpu()
-    w = Watch()
-    ksm_write("run", 1)
-    done = None
-    last_print = 0
-    while True:
-        now, shared, sharing = w.sample()
-        if shared + sharing >= total:
-            done = now
-            break
-        if now > 900:
-            break
-        if now - last_print >= 5:
-            say("  %s %5.0fs  %3d%% merged" % (mode, now, 100 * (shared + sharing) // total))
-            last_print = now
-        time.sleep(0.05)
+    w = Watch("total", total)
+    done = w.done
     # Slab growth per tracked page while every rmap_item and stable node still exists.
     slab1 = slab_kib()
     ksm_write("run", 0)
@@ -133,7 +144,7 @@ def run_ksmpages(impl, mode, procs_n, mib, threads, rep):
         p.stop()
     ksm_write("run", 2)
     mib_merged = sharing * PAGE / 2**20
-    seconds = done if done is not None else w.trace[-1][0]
+    seconds = done if done is not None else w.last()[0]
     merge_s = seconds - (w.first or 0)
     return {
         "workload": mode, "impl": impl, "threads": threads, "rep": rep,
@@ -221,23 +232,13 @@ class Guest:
         self.p.wait()
 
 
-def merge_until_stable(w, base):
-    """Runs ksmd until pages_sharing has not grown for two full scans after the last growth;
-    returns (seconds to the last growth, pages_sharing gained)."""
-    ksm_write("run", 1)
-    best, best_t = base, None
-    scans_at_best = ksm_read("full_scans")
-    while True:
-        now, _, sharing = w.sample()
-        if sharing > best:
-            best, best_t, scans_at_best = sharing, now, ksm_read("full_scans")
-        elif ksm_read("full_scans") >= scans_at_best + 3:
-            break
-        if now > 900:
-            break
-        time.sleep(0.05)
+def merge_until_stable(base):
+    """Runs ksmd until pages_sharing has not grown for three full scans after the last growth;
+    returns (seconds to the last growth, pages_sharing gained, the watch)."""
+    w = Watch("stable", base)
     ksm_write("run", 0)
-    return (best_t or 0), best - base
+    t, sharing = w.last_growth()
+    return (t or 0), max(sharing - base, 0), w
 
 
 def run_qemu(impl, mib, threads, reps, results):
@@ -267,8 +268,7 @@ def run_qemu(impl, mib, threads, reps, results):
         ksm_write("run", 2)
         ksm_write("run", 0)
         cpu0 = ksmd_cpu()
-        w = Watch()
-        seconds, pages = merge_until_stable(w, 0)
+        seconds, pages, w = merge_until_stable(0)
         verified = ok and all(g.check() for g in guests)
         record("qemu2", rep, seconds, pages, ksmd_cpu() - cpu0, w.trace, verified)
     say("qemu: ksmd stopped, booting a third guest")
@@ -276,8 +276,7 @@ def run_qemu(impl, mib, threads, reps, results):
     ok = ok and guests[2].wait_for(r"^ready", 0, 1200) is not None
     base = ksm_read("pages_sharing")
     cpu0 = ksmd_cpu()
-    w = Watch()
-    seconds, pages = merge_until_stable(w, base)
+    seconds, pages, w = merge_until_stable(base)
     verified = ok and all(g.check() for g in guests)
     record("qemu3", 0, seconds, pages, ksmd_cpu() - cpu0, w.trace, verified)
     for g in guests:

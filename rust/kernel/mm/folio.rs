@@ -440,6 +440,17 @@ impl HeldPage {
         }
     }
 
+    /// Takes over a reference on the folio of `page`.
+    ///
+    /// # Safety
+    ///
+    /// `page` is a valid page, and the caller owns a reference on its folio, which it gives up.
+    #[inline]
+    pub unsafe fn from_raw(page: NonNull<bindings::page>) -> Self {
+        // INVARIANT: By the safety requirements.
+        Self { page }
+    }
+
     /// Takes a reference on whatever the frame `pfn` holds now, if that is an ordinary
     /// anonymous page that may be read: on an LRU list and anonymous (not free, not a slab,
     /// page table or other kernel page whose fields overlay `mapping`, which could look

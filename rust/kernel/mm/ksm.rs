@@ -22,6 +22,7 @@ use super::{
     Mm, MmWriteLocked,
 };
 use crate::{
+    alloc::KVec,
     bindings,
     error::{code::*, Result},
     page::PAGE_SIZE,
@@ -468,6 +469,118 @@ impl Drop for Invalidation {
     }
 }
 
+/// The page table entry through which an area maps a small folio, found and locked by
+/// `page_vma_mapped_walk()`.
+///
+/// # Invariants
+///
+/// The walk succeeded: `pvmw.pte` is the entry that maps the folio at `addr` of `vma`, and its
+/// page table lock, `pvmw.ptl`, is held until drop.
+struct LockedPte<'a> {
+    pvmw: bindings::page_vma_mapped_walk,
+    vma: &'a VmArea,
+    addr: usize,
+}
+
+impl<'a> LockedPte<'a> {
+    /// Finds and locks the entry that maps the small folio `f` at `addr` of `vma`; `None` if it
+    /// is not mapped there by a page table entry. The caller holds the mmap lock and `f` locked.
+    fn find(vma: &'a VmArea, f: &Folio, addr: usize) -> Option<Self> {
+        let mut pvmw = MaybeUninit::<bindings::page_vma_mapped_walk>::zeroed();
+        // SAFETY: `pvmw` is writable; folio and area are valid.
+        unsafe {
+            bindings::init_folio_vma_walk(pvmw.as_mut_ptr(), f.as_raw(), vma.as_raw(), addr as _)
+        };
+        // SAFETY: Initialised above.
+        let mut pvmw = unsafe { pvmw.assume_init() };
+        // SAFETY: The walk structure is initialised for this folio and area; on success it holds
+        // the page table lock, released by `page_vma_mapped_walk_done`.
+        if !unsafe { bindings::page_vma_mapped_walk(&mut pvmw) } {
+            return None;
+        }
+        let found = Self { pvmw, vma, addr };
+        // INVARIANT: The walk succeeded and holds the lock; a small folio cannot be mapped by a
+        // PMD, so a walk without an entry is given up (its lock is released by the drop).
+        (!found.pvmw.pte.is_null()).then_some(found)
+    }
+
+    /// The entry's value.
+    #[inline]
+    fn get(&self) -> Pte {
+        // SAFETY: `pte` is the locked entry (type invariant).
+        Pte(unsafe { bindings::ptep_get(self.pvmw.pte) })
+    }
+
+    /// Clears the entry and flushes it from every TLB (C's `ptep_clear_flush()`), returning the
+    /// value it had. Clearing first stops new GUP-fast pins of the page.
+    #[inline]
+    fn clear_flush(&mut self, pfn: Pfn) -> Pte {
+        let (vma, addr) = (self.vma.as_raw(), self.addr as _);
+        // SAFETY: The entry is locked (type invariant) and maps `addr` of this area.
+        Pte(unsafe {
+            bindings::flush_cache_page(vma, addr, pfn.value() as _);
+            bindings::ptep_clear_flush(vma, addr, self.pvmw.pte)
+        })
+    }
+
+    /// Sets the entry, which was cleared and flushed, to `e`.
+    #[inline]
+    fn set(&mut self, e: Pte) {
+        // SAFETY: The entry is locked (type invariant); it is empty, so no TLB holds it.
+        unsafe { bindings::set_pte_at(self.vma.mm().as_raw(), self.addr as _, self.pvmw.pte, e.0) }
+    }
+}
+
+impl Drop for LockedPte<'_> {
+    #[inline]
+    fn drop(&mut self) {
+        // SAFETY: The walk succeeded and holds the page table lock (type invariant).
+        unsafe { bindings::page_vma_mapped_walk_done(&mut self.pvmw) };
+    }
+}
+
+/// C's `write_protect_page()` on the locked entry `pte` that maps page 0 of the locked small
+/// folio `f`: if the entry is writable, dirty or anon-exclusive (or a TLB flush is pending), it is
+/// cleared and flushed, the folio is checked not to be pinned, its page stops being exclusive and
+/// gets the entry's dirty bit; the entry to put back, clean and read-only, is returned with
+/// `true` (the slot is empty). Otherwise the entry is returned as it is, with `false`.
+fn protect(pte: &mut LockedPte<'_>, f: &Folio) -> Result<(Pte, bool)> {
+    let page = f.page(0);
+    let anon_exclusive = page.is_anon_exclusive();
+    let entry = pte.get();
+    if !(entry.is_write() || entry.is_dirty() || anon_exclusive || pte.vma.mm().tlb_flush_pending())
+    {
+        return Ok((entry, false));
+    }
+    let swapped = i32::from(f.in_swapcache());
+    let entry = pte.clear_flush(f.pfn());
+    // Someone may be doing I/O to a page whose count is more than its mappings, the swap cache
+    // and the caller's reference.
+    if f.mapcount() + 1 + swapped != f.ref_count() {
+        pte.set(entry);
+        return Err(EFAULT);
+    }
+    let share_failed = anon_exclusive && {
+        // SAFETY: The folio is locked and the entry cleared and flushed, as sharing requires.
+        unsafe { bindings::folio_try_share_anon_rmap_pte(f.as_raw(), page.as_raw()) }
+    };
+    if share_failed {
+        pte.set(entry);
+        return Err(EFAULT);
+    }
+    if entry.is_dirty() {
+        // SAFETY: The folio is valid and locked.
+        unsafe { bindings::folio_mark_dirty(f.as_raw()) };
+    }
+    // SAFETY: Pure functions of the value.
+    let mut clean = Pte(unsafe { bindings::pte_mkclean(entry.0) });
+    if clean.is_write() {
+        // SAFETY: As above.
+        clean = Pte(unsafe { bindings::pte_wrprotect(clean.0) });
+    }
+    Ok((clean, true))
+}
+
 /// Write-protects the page table entry through which `vma` maps the locked small folio
 /// `folio` (C's `write_protect_page()`), and returns it. The caller holds the mmap lock of the
 /// area's address space and one reference on the folio (besides its mappings).
@@ -479,76 +592,17 @@ pub fn write_protect(vma: &VmArea, folio: &impl LockedFolio) -> Result<Pte> {
     if f.is_large() {
         return Err(EFAULT);
     }
-    let page = f.page(0);
-    let addr = address_in_vma(page, vma)?;
-    let mm = vma.mm();
-    let _inv = Invalidation::start(mm, addr);
-
-    let mut pvmw = MaybeUninit::<bindings::page_vma_mapped_walk>::zeroed();
-    // SAFETY: `pvmw` is writable; folio and area are valid.
-    unsafe {
-        bindings::init_folio_vma_walk(pvmw.as_mut_ptr(), f.as_raw(), vma.as_raw(), addr as _)
-    };
-    // SAFETY: Initialised above.
-    let mut pvmw = unsafe { pvmw.assume_init() };
-    // SAFETY: The walk structure is initialised for this folio and area; on success it holds the
-    // page table lock, released by `page_vma_mapped_walk_done`.
-    if !unsafe { bindings::page_vma_mapped_walk(&mut pvmw) } {
-        return Err(EFAULT);
+    let addr = address_in_vma(f.page(0), vma)?;
+    let _inv = Invalidation::start(vma.mm(), addr);
+    let mut pte = LockedPte::find(vma, f, addr).ok_or(EFAULT)?;
+    let (entry, cleared) = protect(&mut pte, f)?;
+    if cleared {
+        pte.set(entry);
     }
-    let result = (|| {
-        if pvmw.pte.is_null() {
-            // A PMD mapping of a small folio cannot be.
-            return Err(EFAULT);
-        }
-        let anon_exclusive = page.is_anon_exclusive();
-        // SAFETY: `pvmw.pte` is the locked entry that maps the page.
-        let mut entry = Pte(unsafe { bindings::ptep_get(pvmw.pte) });
-        if entry.is_write() || entry.is_dirty() || anon_exclusive || mm.tlb_flush_pending() {
-            let swapped = i32::from(f.in_swapcache());
-            // SAFETY: The entry is locked (walk); `flush_cache_page` and `ptep_clear_flush` act
-            // on this area's mapping of `addr`. Clearing the entry and flushing the TLB first
-            // stops new GUP-fast pins before the reference count is checked.
-            entry = Pte(unsafe {
-                bindings::flush_cache_page(vma.as_raw(), addr as _, f.pfn().value() as _);
-                bindings::ptep_clear_flush(vma.as_raw(), addr as _, pvmw.pte)
-            });
-            let restore = |e: Pte| {
-                // SAFETY: Puts back the entry just cleared, under the same lock.
-                unsafe { bindings::set_pte_at(mm.as_raw(), addr as _, pvmw.pte, e.0) }
-            };
-            if f.mapcount() + 1 + swapped != f.ref_count() {
-                restore(entry);
-                return Err(EFAULT);
-            }
-            let share_failed = anon_exclusive && {
-                // SAFETY: The folio is locked and the entry cleared, as sharing requires.
-                unsafe { bindings::folio_try_share_anon_rmap_pte(f.as_raw(), page.as_raw()) }
-            };
-            if share_failed {
-                restore(entry);
-                return Err(EFAULT);
-            }
-            if entry.is_dirty() {
-                // SAFETY: The folio is valid and locked.
-                unsafe { bindings::folio_mark_dirty(f.as_raw()) };
-            }
-            // SAFETY: Pure functions of the value.
-            entry = Pte(unsafe { bindings::pte_mkclean(entry.0) });
-            if entry.is_write() {
-                // SAFETY: As above.
-                entry = Pte(unsafe { bindings::pte_wrprotect(entry.0) });
-            }
-            restore(entry);
-        }
-        Ok(entry)
-    })();
-    // SAFETY: The walk succeeded above and holds the page table lock.
-    unsafe { bindings::page_vma_mapped_walk_done(&mut pvmw) };
-    result
+    Ok(entry)
 }
 
-/// What [`replace`] maps instead of a page.
+/// What [`replace_if_same`] maps instead of a page.
 pub enum Replacement<'a> {
     /// A page of a KSM folio (which gets a new mapping and reference).
     Ksm(&'a FolioPage),
@@ -556,31 +610,40 @@ pub enum Replacement<'a> {
     Zero,
 }
 
-/// Replaces the mapping of `page` in `vma`, whose entry must still be `orig` (as
-/// [`write_protect`] returned it), by `with` (C's `replace_page()`); the page loses that mapping
-/// and the reference the mapping held. The caller holds the area's mmap lock and the page's
-/// folio locked.
-pub fn replace(vma: &VmArea, page: &FolioPage, with: Replacement<'_>, orig: Pte) -> Result {
+/// Write-protects the page table entry through which `vma` maps the locked small folio `folio`
+/// (as [`write_protect`]), and if `same()` then says that the page's contents equal those of
+/// `with`, maps `with` there instead (C's `write_protect_page()`, `pages_identical()` and
+/// `replace_page()`); the folio loses that mapping and the reference it held. The caller holds
+/// the area's mmap lock and one reference on the folio (besides its mappings).
+///
+/// C takes the page table lock twice, walks the page tables twice and flushes the entry from the
+/// TLBs twice; here the entry stays locked, and empty, from write-protection to replacement, so
+/// `same()` runs under a spinlock and must not sleep. While it runs, nothing can write the page
+/// through this mapping, and the reference count check has shown that nothing else can either.
+///
+/// Fails with `EFAULT` if the folio is not mapped there or is pinned, or if the contents differ
+/// (the entry is then left write-protected, as C leaves it).
+pub fn replace_if_same(
+    vma: &VmArea,
+    folio: &impl LockedFolio,
+    with: Replacement<'_>,
+    same: impl FnOnce() -> bool,
+) -> Result {
+    let f = folio.locked_folio();
+    if f.is_large() {
+        return Err(EFAULT);
+    }
+    let page = f.page(0);
     let addr = address_in_vma(page, vma)?;
     let mm = vma.mm();
-    // SAFETY: The mm is valid and its mmap lock held.
-    let pmd = unsafe { bindings::mm_find_pmd(mm.as_raw(), addr as _) };
-    // SAFETY: `pmd` is a valid entry of this mm's tables (checked non-null first).
-    if pmd.is_null() || !unsafe { bindings::pmd_maps_pte_table(pmd) } {
-        return Err(EFAULT);
-    }
     let _inv = Invalidation::start(mm, addr);
-    let mut ptl: *mut bindings::spinlock_t = ptr::null_mut();
-    // SAFETY: `pmd` maps a page table of this mm; on success the entry is mapped and locked.
-    let ptep = unsafe { bindings::pte_offset_map_lock(mm.as_raw(), pmd, addr as _, &mut ptl) };
-    if ptep.is_null() {
-        return Err(EFAULT);
-    }
-    // SAFETY: `ptep` is locked.
-    let now = Pte(unsafe { bindings::ptep_get(ptep) });
-    if !now.same(orig) {
-        // SAFETY: Mapped and locked above.
-        unsafe { bindings::pte_unmap_unlock(ptep, ptl) };
+    let mut pte = LockedPte::find(vma, f, addr).ok_or(EFAULT)?;
+    let (entry, cleared) = protect(&mut pte, f)?;
+    // The entry that goes back if the contents differ: the write-protected one, or, if it was
+    // read-only already, what it is when cleared now (with the accessed bit of any access since).
+    let entry = if cleared { entry } else { pte.clear_flush(f.pfn()) };
+    if !same() {
+        pte.set(entry);
         return Err(EFAULT);
     }
     let prot = vma.page_prot();
@@ -598,7 +661,7 @@ pub fn replace(vma: &VmArea, page: &FolioPage, with: Replacement<'_>, orig: Pte)
                     vma.as_raw(),
                     addr as _,
                 );
-                bindings::mk_pte(kpage.as_raw(), prot)
+                Pte(bindings::mk_pte(kpage.as_raw(), prot))
             }
         }
         Replacement::Zero => {
@@ -608,24 +671,20 @@ pub fn replace(vma: &VmArea, page: &FolioPage, with: Replacement<'_>, orig: Pte)
             unsafe {
                 bindings::ksm_map_zero_page(mm.as_raw());
                 bindings::dec_mm_counter(mm.as_raw(), bindings::MM_ANONPAGES as _);
-                bindings::ksm_zero_pte(zero.pfn().value() as _, prot)
+                Pte(bindings::ksm_zero_pte(zero.pfn().value() as _, prot))
             }
         }
     };
-    // SAFETY: The entry is locked and maps `page` (checked `orig`); replacing a read-only page
-    // by another read-only page of the same contents needs no notification beyond the range.
+    pte.set(new);
+    let folio = f.as_raw();
+    // SAFETY: The entry no longer maps `page`, whose folio is locked: its reverse map entry and
+    // the reference the mapping held go (the caller's reference keeps it allocated).
     unsafe {
-        bindings::flush_cache_page(vma.as_raw(), addr as _, bindings::pte_pfn(now.0));
-        bindings::ptep_clear_flush(vma.as_raw(), addr as _, ptep);
-        bindings::set_pte_at(mm.as_raw(), addr as _, ptep, new);
-        let folio = page.folio().as_raw();
         bindings::folio_remove_rmap_pte(folio, page.as_raw(), vma.as_raw());
         if !bindings::folio_mapped(folio) {
             bindings::folio_free_swap(folio);
         }
-        // The reference the old mapping held.
         bindings::folio_put(folio);
-        bindings::pte_unmap_unlock(ptep, ptl);
     }
     Ok(())
 }
@@ -649,6 +708,75 @@ pub fn anon_page_at(vma: &VmArea, addr: usize) -> Option<HeldPage> {
         bindings::folio_walk_end(fw.as_mut_ptr(), vma.as_raw());
         keep
     }
+}
+
+/// Collects the anonymous pages mapped in `vma` from `addr` up to `end` that are candidates for
+/// KSM (as [`anon_page_at`] takes them), each with a reference and its address, into `out` until
+/// it holds `max` of them (or is full); returns the address after the last one looked at (`end`
+/// if every one was). The caller holds the area's mmap lock.
+///
+/// The entries of one page table are read under one hold of its lock, where C's scan walks the
+/// page tables from the top, and takes the lock, for every address; a range mapped by a huge
+/// page is taken one page at a time, as C does.
+pub fn anon_pages(
+    vma: &VmArea,
+    mut addr: usize,
+    end: usize,
+    out: &mut KVec<(usize, HeldPage)>,
+    max: usize,
+) -> usize {
+    let mm = vma.mm();
+    let pmd_size = 1usize << bindings::PMD_SHIFT;
+    let max = max.min(out.capacity());
+    while addr < end && out.len() < max {
+        let stop = ((addr | (pmd_size - 1)) + 1).min(end);
+        // SAFETY: The mm is valid and its mmap lock held.
+        let pmd = unsafe { bindings::mm_find_pmd(mm.as_raw(), addr as _) };
+        // SAFETY: `pmd` is an entry of this mm's tables, which the mmap lock keeps.
+        if pmd.is_null() || unsafe { bindings::pmd_none_lockless(pmd) } {
+            addr = stop;
+            continue;
+        }
+        let mut ptl: *mut bindings::spinlock_t = ptr::null_mut();
+        // SAFETY: As above, `pmd` is an entry of this mm's tables; the function checks that it
+        // maps a page table, and on success maps it and locks it.
+        let table = if unsafe { bindings::pmd_maps_pte_table(pmd) } {
+            // SAFETY: As above.
+            unsafe { bindings::pte_offset_map_lock(mm.as_raw(), pmd, addr as _, &mut ptl) }
+        } else {
+            ptr::null_mut()
+        };
+        if table.is_null() {
+            // A huge page, or the table changed meanwhile.
+            while addr < stop && out.len() < max {
+                if let Some(page) = anon_page_at(vma, addr) {
+                    let _ = out.push_within_capacity((addr, page));
+                }
+                addr += PAGE_SIZE;
+            }
+            continue;
+        }
+        let mut pte = table;
+        while addr < stop && out.len() < max {
+            // SAFETY: `pte` is the entry of `addr` in the table mapped and locked above (`addr`
+            // stays within the range the table maps); the area is valid, its mmap lock held.
+            let page = unsafe {
+                bindings::vm_normal_anon_page_get(vma.as_raw(), addr as _, bindings::ptep_get(pte))
+            };
+            if let Some(page) = NonNull::new(page) {
+                // SAFETY: The helper took a reference on the page's folio, handed over here.
+                let held = unsafe { HeldPage::from_raw(page) };
+                // Cannot fail: there is room (checked above).
+                let _ = out.push_within_capacity((addr, held));
+            }
+            addr += PAGE_SIZE;
+            // SAFETY: Still within the table, or one past its last entry (not dereferenced).
+            pte = unsafe { pte.add(1) };
+        }
+        // SAFETY: Mapped and locked above.
+        unsafe { bindings::pte_unmap_unlock(table, ptl) };
+    }
+    addr
 }
 
 /// Whether `addr` of `vma` maps a small KSM folio or a zero page that KSM mapped. The caller

@@ -101,29 +101,22 @@ fn merge_one(vma: &VmArea, page: &HeldPage, with: With<'_>) -> Result {
     mmksm::split_if_large(page.page(), &locked).map_err(|_| EFAULT)?;
     // If the page is mapped only here its entry may be writable; either way the lock and the
     // reference count check make sure nobody writes it behind our back from here on.
-    let orig = mmksm::write_protect(vma, &locked)?;
     match with {
         With::Become => {
+            mmksm::write_protect(vma, &locked)?;
             mmksm::set_ksm_node::<StableNode<KsmBackend>>(&locked, None);
             locked.mark_accessed();
             // Reclaim frees a clean page without dirty entries: make sure a KSM page is swapped.
             locked.set_dirty();
             Ok(())
         }
-        With::Ksm(k) => {
-            if page.page().bytes().same_as(&k.page().bytes()) {
-                mmksm::replace(vma, page.page(), Replacement::Ksm(k.page()), orig)
-            } else {
-                Err(EFAULT)
-            }
-        }
-        With::Zero => {
-            if page.page().bytes().is_zero() {
-                mmksm::replace(vma, page.page(), Replacement::Zero, orig)
-            } else {
-                Err(EFAULT)
-            }
-        }
+        // Write-protected, compared and replaced under one hold of the page table lock.
+        With::Ksm(k) => mmksm::replace_if_same(vma, &locked, Replacement::Ksm(k.page()), || {
+            page.page().bytes().same_as(&k.page().bytes())
+        }),
+        With::Zero => mmksm::replace_if_same(vma, &locked, Replacement::Zero, || {
+            page.page().bytes().is_zero()
+        }),
     }
 }
 

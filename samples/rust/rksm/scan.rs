@@ -46,6 +46,7 @@ use kernel::c_str;
 use kernel::global::Global;
 use kernel::hlist::{Token, TokenCell};
 use kernel::kthread::{self, Crew, WaitQueue, WorkList};
+use kernel::mm::folio::HeldPage;
 use kernel::mm::ksm::{self as mmksm, trace};
 use kernel::mm::virt::flags;
 use kernel::mm::{self, Mm, MmFlag, MmapReadGuard};
@@ -167,6 +168,13 @@ pub(crate) struct Shard {
 }
 
 impl Shard {
+    /// Runs `f` on the shard's trees.
+    #[inline]
+    fn work<R>(&mut self, f: impl FnOnce(&mut Trees<KsmBackend>, &mut KsmToken) -> R) -> R {
+        let Shard { trees, token } = self;
+        f(trees, token)
+    }
+
     /// Publishes the shard's counters for sysfs ([`knobs::TREE_STATS`]).
     fn publish(&self) {
         let c = &self.trees.counters;
@@ -204,6 +212,9 @@ pub(crate) struct ScanState {
     /// The batches being worked on (empty between scans; each has room for `BATCH`).
     batch: KVec<Entry>,
     spare: KVec<Entry>,
+    /// The pages of one page table that gathering found (empty between gatherings, with room for
+    /// `BATCH`).
+    found: KVec<(usize, HeldPage)>,
     /// Items taken off their list while an mmap lock was held, to free once it is dropped (a
     /// shard lock, which freeing takes, is never taken inside an mmap lock: tree work takes
     /// mmap locks inside shard locks).
@@ -274,6 +285,7 @@ pub(crate) fn init() -> Result {
         slots_token: SlotsToken::acquire().ok_or(EBUSY)?,
         batch: KVec::with_capacity(BATCH, GFP_KERNEL)?,
         spare: KVec::with_capacity(BATCH, GFP_KERNEL)?,
+        found: KVec::with_capacity(BATCH, GFP_KERNEL)?,
         doomed: KVec::new(),
         address: 0,
         seqnr: 0,
@@ -487,10 +499,26 @@ impl Ksm {
         f: impl FnOnce(&mut Trees<KsmBackend>, &mut KsmToken) -> R,
     ) -> R {
         let mut sh = self.shards[i].lock();
-        let Shard { trees, token, .. } = &mut *sh;
-        let r = f(trees, token);
+        let r = sh.work(f);
         sh.publish();
         r
+    }
+
+    /// Runs `f` on shard `i` under its lock, leaving its counters to be published by the end of
+    /// the batch ([`Ksm::publish_shards`]).
+    fn in_shard_for_batch<R>(
+        &self,
+        i: usize,
+        f: impl FnOnce(&mut Trees<KsmBackend>, &mut KsmToken) -> R,
+    ) -> R {
+        self.shards[i].lock().work(f)
+    }
+
+    /// Publishes every shard's counters (a batch is done).
+    fn publish_shards(&self) {
+        for s in self.shards.iter() {
+            s.lock().publish();
+        }
     }
 
     /// Takes `item` out of the tree or stable node it is in.
@@ -513,7 +541,7 @@ impl Ksm {
         // it. A KSM page most often is merged already and needs none (C takes none then).
         let sum = (!b.is_ksm(page)).then(|| page.bytes().checksum());
         // Most pages stay in their shard: then one hold of its lock does both steps.
-        let (left, to) = self.in_shard(from, |t, token| {
+        let (left, to) = self.in_shard_for_batch(from, |t, token| {
             t.chain_prune_ms = prune_ms;
             match t.leave(b, token, item, page) {
                 Left::Loose => match trees::admit(
@@ -546,9 +574,9 @@ impl Ksm {
                     let locked = b.lock(page);
                     b.node_of(&locked).map_or(0, |n| n.shard())
                 };
-                self.in_shard(shard, |t, token| t.list_fork(b, token, item, page))
+                self.in_shard_for_batch(shard, |t, token| t.list_fork(b, token, item, page))
             }
-            Left::Loose => self.in_shard(to, |t, token| {
+            Left::Loose => self.in_shard_for_batch(to, |t, token| {
                 t.chain_prune_ms = prune_ms;
                 t.join(b, token, item, page)
             }),
@@ -571,7 +599,9 @@ impl Ksm {
                     Some(page) => {
                         self.merge_page(e.item.as_ref(), &page);
                     }
-                    None => self.remove_item(&e.item),
+                    None => self.in_shard_for_batch(e.item.shard(), |t, token| {
+                        t.remove_item(&self.backend, token, &e.item)
+                    }),
                 }
                 kthread::cond_resched();
             }
@@ -637,6 +667,7 @@ impl ScanState {
             self.free_doomed(k, &slot);
             self.put_back(&slot, &mut cur);
             self.pages_scanned += pages as u64;
+            k.publish_shards();
             self.publish();
             if let Some(g) = ahead {
                 core::mem::swap(&mut cur, &mut next);
@@ -798,8 +829,26 @@ impl ScanState {
         if batch.len() >= want {
             return Gathered::Full;
         }
+        let mut found = core::mem::take(&mut self.found);
+        let gathered = self.gather_into(k, slot, batch, want, &mut found);
+        // Pages found but not taken (the walk stopped early) are let go.
+        while found.pop().is_some() {}
+        self.found = found;
+        gathered
+    }
+
+    /// [`ScanState::gather`], with `found` (empty, with room for `BATCH`) for the pages of one
+    /// page table at a time.
+    fn gather_into(
+        &mut self,
+        k: &Ksm,
+        slot: &MmSlot,
+        batch: &mut KVec<Entry>,
+        want: usize,
+        found: &mut KVec<(usize, HeldPage)>,
+    ) -> Gathered {
         let guard = slot.mm.mmap_read_lock();
-        // One walk of the areas from the scan address on, page by page within each.
+        // One walk of the areas from the scan address on, a page table at a time within each.
         for vma in guard.vmas_from(self.address) {
             if vma.flags() & flags::MERGEABLE == 0 {
                 continue;
@@ -815,29 +864,31 @@ impl ScanState {
                     return Gathered::SlotEnd;
                 }
                 kthread::cond_resched();
-                let addr = self.address;
-                let Some(held) = mmksm::anon_page_at(vma, addr) else {
-                    self.address += PAGE_SIZE;
-                    continue;
-                };
-                let page = Page(held);
-                if !self.item_at(slot, addr) {
-                    return Gathered::NoMemory;
-                }
-                self.address += PAGE_SIZE;
-                let page = (!self.should_skip(k, slot, &page)).then_some(page);
-                let list = slot.items.get_mut(&mut self.slots_token);
-                if let Some(item) = list.remove_current() {
-                    // Room for `BATCH` was made at init, and `want` is at most that.
-                    if let Err(e) = batch.push_within_capacity(Entry { item, page }) {
-                        let _ = list.insert(e.item);
-                        list.advance();
+                let next = mmksm::anon_pages(vma, self.address, vma.end(), found, want - batch.len());
+                // In address order, as the slot's list of items is.
+                found.as_mut_slice().reverse();
+                while let Some((addr, held)) = found.pop() {
+                    let page = Page(held);
+                    if !self.item_at(slot, addr) {
+                        return Gathered::NoMemory;
+                    }
+                    self.address = addr + PAGE_SIZE;
+                    let page = (!self.should_skip(k, slot, &page)).then_some(page);
+                    let list = slot.items.get_mut(&mut self.slots_token);
+                    if let Some(item) = list.remove_current() {
+                        // Room for `BATCH` was made at init, and `want` is at most that.
+                        if let Err(e) = batch.push_within_capacity(Entry { item, page }) {
+                            let _ = list.insert(e.item);
+                            list.advance();
+                            return Gathered::Full;
+                        }
+                    }
+                    if batch.len() >= want {
                         return Gathered::Full;
                     }
                 }
-                if batch.len() >= want {
-                    return Gathered::Full;
-                }
+                // Every address before `next` was looked at.
+                self.address = next;
             }
         }
         Gathered::SlotEnd

@@ -34,6 +34,10 @@ pub(crate) enum Outcome {
     MergeFailed,
     /// The equal KSM page was locked (being migrated, say): tried again next pass.
     Busy,
+    /// A match taken on its checksum turned out to differ from the page (a checksum collision,
+    /// or a page that changed): the lookup is made again comparing contents. Never the outcome
+    /// of a whole step.
+    Unproven,
 }
 
 /// The stable and unstable trees: one of each per NUMA node, or one of each for all nodes when
@@ -499,9 +503,58 @@ impl<B: Backend> Trees<B> {
             );
         }
 
-        let hit = match unstable[idx]
-            .search_insert(backend, item, page, idx, !across, set.order, stats)
-        {
+        // An item of the page's checksum is taken as the match without comparing, as in the
+        // stable tree above; if the merge finds the pages differ, the lookup is made again
+        // comparing contents.
+        let mut step = UnstableStep {
+            tree: &mut unstable[idx],
+            stable,
+            backend,
+            token,
+            counters,
+            stats,
+            set,
+            idx,
+            across,
+        };
+        match step.merge(item, page, set.order == Order::Checksum) {
+            Outcome::Unproven => step.merge(item, page, false),
+            outcome => outcome,
+        }
+    }
+}
+
+/// The unstable-tree step of [`Trees::join`], with the parts of the trees it works on.
+struct UnstableStep<'s, B: Backend> {
+    tree: &'s mut UnstableTree<B>,
+    stable: &'s mut KVec<StableTree<B>>,
+    backend: &'s B,
+    token: &'s mut B::Token,
+    counters: &'s mut Counters,
+    stats: &'s mut Stats,
+    set: Settings,
+    /// The index of the trees of the page's NUMA node.
+    idx: usize,
+    across: bool,
+}
+
+impl<B: Backend> UnstableStep<'_, B> {
+    /// Looks `page` up in the unstable tree, inserting its item if no equal page is there, and
+    /// merges it with the match into a new KSM page (C's `unstable_tree_search_insert()`,
+    /// `try_to_merge_two_pages()` and `stable_tree_insert()`). With `trust`, a match taken on
+    /// its checksum that differs from the page gives [`Outcome::Unproven`].
+    fn merge(&mut self, item: Pin<&RmapItem<B>>, page: &B::Page<'_>, trust: bool) -> Outcome {
+        let (backend, set) = (self.backend, self.set);
+        let hit = match self.tree.search_insert(
+            backend,
+            item,
+            page,
+            self.idx,
+            !self.across,
+            set.order,
+            trust,
+            self.stats,
+        ) {
             Lookup::Inserted => return Outcome::Inserted,
             Lookup::GaveUp => return Outcome::Missed,
             Lookup::Found(hit) => hit,
@@ -510,22 +563,32 @@ impl<B: Backend> Trees<B> {
             .merge_pages(&item, page, hit.item(), &hit.page)
             .is_err()
         {
+            if trust && !page.bytes().same_as(&hit.page.bytes()) {
+                return Outcome::Unproven;
+            }
             return Outcome::MergeFailed;
         }
         // `page` is now a KSM page of no node yet: give it one, and list both mappings there,
         // with the page locked so that the reverse map sees the node complete.
         let ksm = backend.ksm_page_of(page);
-        let kidx = if across {
+        let kidx = if self.across {
             0
         } else {
-            backend.ksm_page_nid(&ksm).min(stable.len() - 1)
+            backend.ksm_page_nid(&ksm).min(self.stable.len() - 1)
         };
-        // The node is ordered by the checksum of what was merged, which is write-protected now:
-        // the page may have changed since `admit` took its checksum.
-        let key = Key::of(&bytes);
+        // The node is ordered by the checksum both pages had when this pass looked at them (the
+        // lookup pairs only pages of equal checksums). Both were just found equal once
+        // write-protected; only if both changed alike after their checksums were taken is that
+        // not the checksum of the merged contents. Lookups for those contents then miss the node
+        // (as a change during a lookup may make C's miss), and lookups for the old ones compare
+        // contents after a failed merge, as after a checksum collision: nothing merges wrongly.
+        let bytes = page.bytes();
+        let key = Key::new(&bytes, item.checksum());
         let locked = backend.lock(page);
-        let node = match stable[kidx].insert(backend, token, &key, ksm, kidx, set, stats, counters)
-        {
+        let (token, counters) = (&mut *self.token, &mut *self.counters);
+        let node = match self.stable[kidx].insert(
+            backend, token, &key, ksm, kidx, set, self.stats, counters,
+        ) {
             Ok(node) => node,
             Err(_) => {
                 drop(locked);

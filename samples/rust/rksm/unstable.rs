@@ -113,6 +113,11 @@ impl<B: Backend> UnstableTree<B> {
     /// [`Order::Checksum`] items are ordered by their recorded checksum first: `item`'s must be
     /// that of `key` ([`RmapItem::admit`] records it), and every lookup of one tree must use the
     /// same order.
+    ///
+    /// With `trust` (and [`Order::Checksum`]), the first item of the key's checksum that still
+    /// maps a page is the match, taken without comparing: the caller's merge compares the whole
+    /// pages once they are write-protected, and if they differ (a checksum collision, or a page
+    /// that changed), the caller looks up again without `trust`.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn search_insert<'a>(
         &'a mut self,
@@ -122,8 +127,10 @@ impl<B: Backend> UnstableTree<B> {
         tree_nid: usize,
         same_node_only: bool,
         order: Order,
+        trust: bool,
         stats: &mut Stats,
     ) -> Lookup<'a, B> {
+        let trust = trust && order == Order::Checksum;
         let was_empty = self.tree.is_empty();
         let key_bytes = key.bytes();
         let key_sum = item.checksum();
@@ -134,6 +141,17 @@ impl<B: Backend> UnstableTree<B> {
             // Another checksum: decided without reading a page.
             if let Some(step) = descent.by_sum(key_sum, node.checksum()) {
                 return step;
+            }
+            if trust {
+                // Taken on its checksum; an item whose page is gone is compared instead.
+                if let Some(page) = backend
+                    .item_page(node.mapping())
+                    .filter(|p| !backend.same_page(p, key))
+                {
+                    descent.trusted();
+                    hit = Some(page);
+                    return Step::Stop;
+                }
             }
             // Order by the page the item mapped when it was inserted, read without taking the
             // mmap lock or walking page tables; only a match needs the mapping looked up.
