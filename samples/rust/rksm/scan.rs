@@ -40,7 +40,7 @@ use crate::backend::{Backend, Contents};
 use crate::item::{RmapItem, MAX_NIDS, MAX_SHARDS};
 use crate::knobs::{self, STATS};
 use crate::real::{KsmBackend, KsmToken, Mapping, Page};
-use crate::trees::{self, Left, Outcome, Trees};
+use crate::trees::{self, Joined, Left, Outcome, Trees};
 use core::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use kernel::c_str;
 use kernel::global::Global;
@@ -186,6 +186,14 @@ impl Shard {
         out.chains.store(c.chains as i64, Relaxed);
         out.dups.store(c.dups as i64, Relaxed);
     }
+}
+
+/// What the first step of [`Ksm::merge_page`], in the item's shard, did.
+enum First<'b> {
+    /// It left the trees, and what is left to do.
+    Left(Left),
+    /// It ran [`Trees::join`] too (the page's shard is the item's).
+    Joined(Joined<'b, KsmBackend>),
 }
 
 /// A page of a batch, with its rmap_item, taken off its address space's list meanwhile.
@@ -530,8 +538,10 @@ impl Ksm {
 
     /// Runs the tree algorithm for `page`, the page of `item` (C's `cmp_and_merge_page()`, see
     /// [`Trees::cmp_and_merge`]), in the shards: the item leaves the shard it was in, then the
-    /// page goes to the shard of its checksum. Any scanner thread may call it, for an item no
-    /// other thread works on.
+    /// page goes to the shard of its checksum. A merge into a KSM page of the stable tree runs
+    /// without the shard's lock (see [`trees::join_merging`]), so that threads merge pages into
+    /// one KSM page at once; the rest of the step runs under it. Any scanner thread may call it,
+    /// for an item no other thread works on.
     fn merge_page(&self, item: Pin<&Item>, page: &Page) -> Outcome {
         let b = &self.backend;
         let prune_ms = knobs::CHAINS_PRUNE_MS.load(Relaxed);
@@ -541,7 +551,7 @@ impl Ksm {
         // it. A KSM page most often is merged already and needs none (C takes none then).
         let sum = (!b.is_ksm(page)).then(|| page.bytes().checksum());
         // Most pages stay in their shard: then one hold of its lock does both steps.
-        let (left, to) = self.in_shard_for_batch(from, |t, token| {
+        let first = self.in_shard_for_batch(from, |t, token| {
             t.chain_prune_ms = prune_ms;
             match t.leave(b, token, item, page) {
                 Left::Loose => match trees::admit(
@@ -550,37 +560,50 @@ impl Ksm {
                     page,
                     sum.unwrap_or_else(|| page.bytes().checksum()),
                 ) {
-                    Some(outcome) => (Left::Done(outcome), from),
+                    Some(outcome) => First::Left(Left::Done(outcome)),
                     None if shard_of(item.checksum()) == from => {
-                        (Left::Done(t.join(b, token, item, page)), from)
+                        First::Joined(t.join(b, token, item, page, true))
                     }
-                    None => (Left::Loose, shard_of(item.checksum())),
+                    None => First::Left(Left::Loose),
                 },
-                other => (other, from),
+                other => First::Left(other),
             }
         });
-        match left {
-            Left::Done(outcome) => {
+        let joined = match first {
+            First::Joined(joined) => Some(joined),
+            First::Left(Left::Loose) => None,
+            First::Left(Left::Done(outcome)) => {
                 if outcome == Outcome::Volatile {
                     // The item is loose, and next pass it is most likely in the shard of the
                     // checksum just recorded: look for it there.
                     item.set_shard(shard_of(item.checksum()));
                 }
-                outcome
+                return outcome;
             }
-            Left::Fork => {
+            First::Left(Left::Fork) => {
                 // The shard of the KSM page's node (a node that went meanwhile is seen to).
                 let shard = {
                     let locked = b.lock(page);
                     b.node_of(&locked).map_or(0, |n| n.shard())
                 };
-                self.in_shard_for_batch(shard, |t, token| t.list_fork(b, token, item, page))
+                return self.in_shard_for_batch(shard, |t, token| t.list_fork(b, token, item, page));
             }
-            Left::Loose => self.in_shard_for_batch(to, |t, token| {
-                t.chain_prune_ms = prune_ms;
-                t.join(b, token, item, page)
-            }),
-        }
+        };
+        let to = shard_of(item.checksum());
+        trees::join_merging(
+            b,
+            item,
+            page,
+            (),
+            joined,
+            |(), trust| {
+                self.in_shard_for_batch(to, |t, token| {
+                    t.chain_prune_ms = prune_ms;
+                    t.join(b, token, item, page, trust)
+                })
+            },
+            |(), kpage| self.in_shard_for_batch(to, |t, token| t.append_merged(b, token, item, kpage)),
+        )
     }
 
     /// Runs the tree algorithm for every page of `batch`, on `threads` threads at most (this

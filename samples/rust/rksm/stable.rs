@@ -214,18 +214,18 @@ impl<'a, B: Backend> NodeRef<'a, B> {
     }
 }
 
-/// A stable node a lookup found, with its KSM page held.
-pub(crate) struct Found<'a, B: Backend> {
+/// A stable node a lookup found (borrowed from the tree for `'a`), with its KSM page held.
+pub(crate) struct Found<'a, 'b, B: Backend> {
     /// The node.
     pub(crate) node: NodeRef<'a, B>,
     /// Its KSM page, held.
-    pub(crate) page: B::Page<'a>,
+    pub(crate) page: B::Page<'b>,
 }
 
 /// What a lookup of the stable tree found.
-pub(crate) enum Search<'a, B: Backend> {
+pub(crate) enum Search<'a, 'b, B: Backend> {
     /// An equal KSM page that may take one more mapping.
-    Found(Found<'a, B>),
+    Found(Found<'a, 'b, B>),
     /// An equal KSM page that lies on another NUMA node than the tree's (it was migrated there):
     /// its node was taken out of the tree, for the caller to put in its node's tree.
     Misplaced(Pin<KBox<StableNode<B>>>),
@@ -292,10 +292,10 @@ impl<B: Backend> Default for StableTree<B> {
 }
 
 /// Where a descent of the stable tree ended.
-struct Descended<'a, B: Backend> {
+struct Descended<'a, 'b, B: Backend> {
     walk: Walk<'a, StableNode<B>, BoxTree<StableNode<B>>>,
     /// For a match: the dup of a chain it came from (`None` for a plain node), and its page.
-    hit: Option<(Option<usize>, B::Page<'a>)>,
+    hit: Option<(Option<usize>, B::Page<'b>)>,
     descent: Descent,
 }
 
@@ -426,57 +426,45 @@ impl<B: Backend> StableTree<B> {
     /// checksum; a plain one without mappings is still checked for staleness, cheaply, so that
     /// stale nodes keep being pruned where lookups go.
     #[allow(clippy::too_many_arguments)]
-    fn descend<'a>(
+    fn descend<'a, 'b>(
         tree: &'a mut BoxTree<StableNode<B>>,
         floor: usize,
-        backend: &'a B,
+        backend: &'b B,
         token: &mut B::Token,
         key: &Key<'_>,
         set: Settings,
         prune: bool,
         stats: &mut Stats,
         c: &mut Counters,
-    ) -> Descended<'a, B> {
+    ) -> Descended<'a, 'b, B> {
         let mut descent = Descent::new(floor, set.order);
         let trust = set.trust_checksum && set.order == Order::Checksum;
         let mut hit = None;
         let walk = tree.walk_prune(|visit| match visit {
             Visit::At(node) => {
+                // The common step, kept small: a node of another checksum is passed by it.
                 if let Some(step) = descent.by_sum(key.sum, node.checksum) {
                     // Only a node without mappings is checked: one with mappings loses them when
                     // the scanner meets them and finds its page gone (`clear_stale`), and is met
                     // here again after that.
-                    let stale = matches!(node.kind, Kind::Page(_))
-                        && node.items.is_empty()
-                        && !backend.ksm_page_present(node)
-                        && backend.ksm_page(node).is_none();
-                    return if stale {
+                    return if node.items.is_empty() && Self::is_stale(backend, node) {
                         Prune::Remove
                     } else {
                         Prune::Go(step)
                     };
                 }
-                let page = match &node.kind {
-                    Kind::Page(_) => backend.ksm_page(node).map(|page| (None, page)),
-                    Kind::Chain(cell) => Self::chain_page(backend, token, cell, set, prune, c)
-                        .map(|(k, page)| (Some(k), page)),
-                };
-                match page {
-                    None => Prune::Remove,
-                    Some((dup, page)) if trust => {
-                        // Taken on its checksum (see `Settings::trust_checksum`).
-                        descent.trusted();
-                        hit = Some((dup, page));
-                        Prune::Go(Step::Stop)
-                    }
-                    Some((dup, page)) => {
-                        let (step, _) = descent.compare(key.bytes, &page.bytes());
-                        if step == Step::Stop {
-                            hit = Some((dup, page));
-                        }
-                        Prune::Go(step)
-                    }
-                }
+                Self::visit_equal(
+                    backend,
+                    token,
+                    node,
+                    key,
+                    set,
+                    prune,
+                    trust,
+                    &mut descent,
+                    &mut hit,
+                    c,
+                )
             }
             Visit::Removed(node) => {
                 // Its page is gone (a chain's: every dup's). The walk starts again.
@@ -488,6 +476,54 @@ impl<B: Backend> StableTree<B> {
         });
         descent.finish(stats);
         Descended { walk, hit, descent }
+    }
+
+    /// Whether `node`, which has no mappings, is a plain node whose page is gone (cheaply
+    /// checked first). Out of line: the descent's common step stays small.
+    #[inline(never)]
+    fn is_stale(backend: &B, node: &StableNode<B>) -> bool {
+        matches!(node.kind, Kind::Page(_))
+            && !backend.ksm_page_present(node)
+            && backend.ksm_page(node).is_none()
+    }
+
+    /// The step of [`StableTree::descend`] at a node of the key's checksum: its page (a chain's
+    /// best dup's) is taken as the match when trusting checksums, or compared with the key.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(never)]
+    fn visit_equal<'b>(
+        backend: &'b B,
+        token: &mut B::Token,
+        node: &StableNode<B>,
+        key: &Key<'_>,
+        set: Settings,
+        prune: bool,
+        trust: bool,
+        descent: &mut Descent,
+        hit: &mut Option<(Option<usize>, B::Page<'b>)>,
+        c: &mut Counters,
+    ) -> Prune {
+        let page = match &node.kind {
+            Kind::Page(_) => backend.ksm_page(node).map(|page| (None, page)),
+            Kind::Chain(cell) => Self::chain_page(backend, token, cell, set, prune, c)
+                .map(|(k, page)| (Some(k), page)),
+        };
+        match page {
+            None => Prune::Remove,
+            Some(found) if trust => {
+                // Taken on its checksum (see `Settings::trust_checksum`).
+                descent.trusted();
+                *hit = Some(found);
+                Prune::Go(Step::Stop)
+            }
+            Some(found) => {
+                let (step, _) = descent.compare(key.bytes, &found.1.bytes());
+                if step == Step::Stop {
+                    *hit = Some(found);
+                }
+                Prune::Go(step)
+            }
+        }
     }
 
     /// Takes out every node that may go (C's `remove_all_stable_nodes()`): nodes with no mapping
@@ -540,16 +576,16 @@ impl<B: Backend> StableTree<B> {
     /// would be turned down (full) or moved: then it is compared first, and if it differs,
     /// [`Search::Unproven`] asks for a lookup without trusting checksums.
     #[allow(clippy::too_many_arguments)]
-    pub(crate) fn search<'a>(
+    pub(crate) fn search<'a, 'b>(
         &'a mut self,
-        backend: &'a B,
+        backend: &'b B,
         token: &mut B::Token,
         key: &Key<'_>,
         set: Settings,
         stats: &mut Stats,
         c: &mut Counters,
         misplaced: impl Fn(&B::Page<'_>) -> bool,
-    ) -> Search<'a, B> {
+    ) -> Search<'a, 'b, B> {
         let d = Self::descend(
             &mut self.tree,
             self.floor,

@@ -8,7 +8,7 @@ use crate::item::{Place, RmapItem};
 use crate::stable::{self, Counters, Search, Settings, StableNode, StableTree};
 use crate::unstable::{Lookup, UnstableTree};
 use core::pin::Pin;
-use kernel::hlist::Token;
+use kernel::hlist::{HList, Token};
 use kernel::prelude::*;
 
 /// What [`Trees::cmp_and_merge`] did with a page.
@@ -345,7 +345,15 @@ impl<B: Backend> Trees<B> {
             Left::Fork => self.list_fork(backend, token, item, page),
             Left::Loose => match admit(backend, &item, page, page.bytes().checksum()) {
                 Some(outcome) => outcome,
-                None => self.join(backend, token, item, page),
+                None => join_merging(
+                    backend,
+                    item,
+                    page,
+                    (self, token),
+                    None,
+                    |(t, token), trust| t.join(backend, token, item, page, trust),
+                    |(t, token), kpage| t.append_merged(backend, token, item, kpage),
+                ),
             },
         }
     }
@@ -408,7 +416,7 @@ impl<B: Backend> Trees<B> {
         }
         item.set_shard(token.id());
         let was = node.len();
-        if kernel::hlist::HList::push_front(node, token, item).is_err() {
+        if HList::push_front(node, token, item).is_err() {
             drop(locked);
             backend.break_merge(&item);
             return Outcome::MergeFailed;
@@ -424,23 +432,29 @@ impl<B: Backend> Trees<B> {
     }
 
     /// The last step of [`Trees::cmp_and_merge`], for a loose item whose page passed
-    /// [`admit`], in the trees of the page's shard (`token` is that shard's): merges the page
-    /// with an equal KSM page of the stable tree, or with an equal page of the unstable tree
-    /// into a new KSM page, or puts it into the unstable tree.
-    pub(crate) fn join(
+    /// [`admit`], in the trees of the page's shard (`token` is that shard's): finds an equal KSM
+    /// page in the stable tree for the caller to merge the page into ([`Joined::Stable`], see
+    /// [`join_merging`]), or else merges the page with an equal page of the unstable tree into a
+    /// new KSM page, or puts it into the unstable tree.
+    ///
+    /// With `trust` (and [`Order::Checksum`]), the stable lookup takes a KSM page of the page's
+    /// checksum without comparing them: the merge compares them once write-protected, and if they
+    /// differ the caller calls again without `trust`.
+    pub(crate) fn join<'b>(
         &mut self,
-        backend: &B,
+        backend: &'b B,
         token: &mut B::Token,
         item: Pin<&RmapItem<B>>,
         page: &B::Page<'_>,
-    ) -> Outcome {
+        trust: bool,
+    ) -> Joined<'b, B> {
         item.set_shard(token.id());
         let set = self.settings();
         let idx = self.index(backend.page_nid(page));
         let across = self.merge_across_nodes;
         // A node taken out of a tree must have a place to go (see `misplaced`).
         if !across && self.misplaced.reserve(1, GFP_KERNEL).is_err() {
-            return Outcome::MergeFailed;
+            return Joined::Done(Outcome::MergeFailed);
         }
         let Self {
             stable,
@@ -457,12 +471,12 @@ impl<B: Backend> Trees<B> {
         let last = stable.len() - 1;
         let elsewhere = |p: &B::Page<'_>| !across && backend.page_nid(p).min(last) != idx;
 
-        // A KSM page of the same contents? The first lookup takes a node of the page's checksum
-        // as the match without reading it: the merge compares the whole pages anyway, once they
-        // are write-protected, so one comparison per page is saved. If the pages turn out to
-        // differ (a checksum collision, or the page changed), the lookup is made again comparing
-        // contents, and finds the equal page if there is one, as C's lookup would.
-        let mut trust = set.order == Order::Checksum;
+        // A KSM page of the same contents? Trusting checksums, the lookup takes a node of the
+        // page's checksum as the match without reading it: the merge compares the whole pages
+        // anyway, once they are write-protected, so one comparison per page is saved. If the
+        // pages turn out to differ (a checksum collision, or the page changed), the lookup is
+        // made again comparing contents, and finds the equal page if there is one, as C's would.
+        let mut trust = trust && set.order == Order::Checksum;
         let moved = loop {
             let look = Settings {
                 trust_checksum: trust,
@@ -471,24 +485,12 @@ impl<B: Backend> Trees<B> {
             match stable[idx].search(backend, token, &key, look, stats, counters, elsewhere) {
                 Search::Found(found) => {
                     if backend.settle(&found.page).is_err() {
-                        return Outcome::Busy;
+                        return Joined::Done(Outcome::Busy);
                     }
-                    if backend.merge_with_ksm(&item, page, &found.page).is_err() {
-                        if trust && !bytes.same_as(&found.page.bytes()) {
-                            trust = false;
-                            continue;
-                        }
-                        return Outcome::MergeFailed;
-                    }
-                    let locked = backend.lock(&found.page);
-                    let appended = found.node.append(token, item, counters);
-                    drop(locked);
-                    if appended.is_err() {
-                        backend.break_merge(&item);
-                        return Outcome::MergeFailed;
-                    }
-                    backend.merged(&item);
-                    return Outcome::MergedStable;
+                    return Joined::Stable {
+                        kpage: found.page,
+                        trusted: trust,
+                    };
                 }
                 Search::Unproven => trust = false,
                 Search::Misplaced(node) => break Some(node),
@@ -517,10 +519,95 @@ impl<B: Backend> Trees<B> {
             idx,
             across,
         };
-        match step.merge(item, page, set.order == Order::Checksum) {
+        Joined::Done(match step.merge(item, page, set.order == Order::Checksum) {
             Outcome::Unproven => step.merge(item, page, false),
             outcome => outcome,
+        })
+    }
+
+    /// Lists `item` under the stable node of `kpage`, which its page was just merged into (the
+    /// KSM page [`Trees::join`] found), with the page locked so that the reverse map sees the
+    /// node complete. If the node cannot take it any more (another scanner thread filled it
+    /// meanwhile, or the page left KSM), the merge is undone and the page is tried again next
+    /// pass. `token` is that of the node's shard, which found the page.
+    pub(crate) fn append_merged(
+        &mut self,
+        backend: &B,
+        token: &mut B::Token,
+        item: Pin<&RmapItem<B>>,
+        kpage: &B::Page<'_>,
+    ) -> Outcome {
+        let locked = backend.lock(kpage);
+        let node = match backend.node_of(&locked) {
+            Some(node) if node.shard() == token.id() && node.has_room(self.max_page_sharing) => node,
+            _ => {
+                drop(locked);
+                backend.break_merge(&item);
+                return Outcome::MergeFailed;
+            }
+        };
+        if HList::push_front(node, token, item).is_err() {
+            drop(locked);
+            backend.break_merge(&item);
+            return Outcome::MergeFailed;
         }
+        if node.len() > 1 {
+            self.counters.pages_sharing += 1;
+        } else {
+            self.counters.pages_shared += 1;
+        }
+        drop(locked);
+        backend.merged(&item);
+        Outcome::MergedStable
+    }
+}
+
+/// What [`Trees::join`] leaves to its caller.
+pub(crate) enum Joined<'b, B: Backend> {
+    /// The step is done.
+    Done(Outcome),
+    /// A KSM page of the stable tree that is equal to the page (by checksum only, if
+    /// `trusted`), held, and whose node may take one more mapping: the caller merges the page
+    /// into it, and then lists the item under its node ([`Trees::append_merged`]).
+    Stable {
+        /// The KSM page.
+        kpage: B::Page<'b>,
+        /// Whether it was taken on its checksum, not compared.
+        trusted: bool,
+    },
+}
+
+/// Runs [`Trees::join`] (through `join`, given `first` if the caller ran it already) and merges
+/// the page into the KSM page it finds in the stable tree, then lists the item under its node
+/// (through `append`); if the KSM page was taken on its checksum and the pages differ, `join` is
+/// run again without trusting checksums. `trees` is what `join` and `append` work on: the merge
+/// itself needs none of it, so a caller may hold the trees' lock in `join` and `append` only,
+/// and scanner threads merge pages into one KSM page at once.
+pub(crate) fn join_merging<'b, B: Backend, T>(
+    backend: &'b B,
+    item: Pin<&RmapItem<B>>,
+    page: &B::Page<'_>,
+    mut trees: T,
+    first: Option<Joined<'b, B>>,
+    mut join: impl FnMut(&mut T, bool) -> Joined<'b, B>,
+    append: impl FnOnce(&mut T, &B::Page<'b>) -> Outcome,
+) -> Outcome {
+    let mut joined = match first {
+        Some(j) => j,
+        None => join(&mut trees, true),
+    };
+    loop {
+        let (kpage, trusted) = match joined {
+            Joined::Done(outcome) => return outcome,
+            Joined::Stable { kpage, trusted } => (kpage, trusted),
+        };
+        if backend.merge_with_ksm(&item, page, &kpage).is_ok() {
+            return append(&mut trees, &kpage);
+        }
+        if !trusted || page.bytes().same_as(&kpage.bytes()) {
+            return Outcome::MergeFailed;
+        }
+        joined = join(&mut trees, false);
     }
 }
 
