@@ -65,6 +65,10 @@ accel() {
 }
 ACCEL=$(accel)
 if [ "$ACCEL" = tcg ]; then ACCEL_OPT=tcg,thread=multi; else ACCEL_OPT=kvm; fi
+# ICOUNT=1 (development, TCG only): guest time counts guest instructions (1 ns each, one host
+# thread for both vCPUs), so that single-thread timings repeat whatever else the host does.
+ICOUNT_OPT=
+if [ "${ICOUNT:-0}" = 1 ]; then ACCEL_OPT=tcg,thread=single; ICOUNT_OPT="-icount shift=0,sleep=off"; fi
 
 KUNIT_ARGS="kunit.enable=0"
 if [ "${KUNIT:-0}" = 1 ]; then
@@ -76,7 +80,7 @@ say "boot $(basename "$KERNEL") ($ACCEL, 2 vCPUs, 2 GiB, 2 NUMA nodes)"
 t0=$SECONDS
 set +e
 # shellcheck disable=SC2046
-timeout "$TIMEOUT" $(qemu_cmd "$ACCEL_OPT") -append "$APPEND_ALL" \
+timeout "$TIMEOUT" $(qemu_cmd "$ACCEL_OPT") $ICOUNT_OPT -append "$APPEND_ALL" \
 	-serial "file:$RUN/console.log" -chardev "stdio,id=out,signal=off" -serial chardev:out \
 	< /dev/null | if [ "${QUIET:-0}" = 1 ]; then cat > "$RUN/output.log"; else tee "$RUN/output.log"; fi
 qrc=${PIPESTATUS[0]}

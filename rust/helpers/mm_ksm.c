@@ -12,6 +12,7 @@
 #include <linux/kobject.h>
 #include <linux/ksm.h>
 #include <linux/kthread.h>
+#include <linux/sched/isolation.h>
 #include <linux/memcontrol.h>
 #include <linux/mm.h>
 #include <linux/mm_inline.h>
@@ -222,6 +223,25 @@ void rust_helper_folio_lock(struct folio *folio)
 bool rust_helper_folio_trylock(struct folio *folio)
 {
 	return folio_trylock(folio);
+}
+
+/*
+ * The folio operations on the folio of a page (what C's put_page(), lock_page() and
+ * trylock_page() do for the pages KSM holds), one call each rather than two.
+ */
+void rust_helper_page_folio_put(struct page *page)
+{
+	folio_put(page_folio(page));
+}
+
+void rust_helper_lock_page(struct page *page)
+{
+	lock_page(page);
+}
+
+bool rust_helper_trylock_page(struct page *page)
+{
+	return trylock_page(page);
 }
 
 bool rust_helper_folio_test_locked(struct folio *folio)
@@ -623,6 +643,32 @@ void rust_helper_rcu_read_unlock(void)
 u64 rust_helper_get_jiffies_64(void)
 {
 	return get_jiffies_64();
+}
+
+/*
+ * Lets task `t` run only on its share of the online CPUs, those whose position among them is
+ * `i` modulo `n`; with `n` < 2, or an empty share, on every CPU kernel threads may use. One call
+ * for what takes a cpumask and its iterators (macros and inline functions) in C.
+ */
+int rust_helper_set_cpu_share(struct task_struct *t, unsigned int i, unsigned int n)
+{
+	cpumask_var_t mask;
+	unsigned int cpu, k = 0;
+	int ret;
+
+	if (!zalloc_cpumask_var(&mask, GFP_KERNEL))
+		return -ENOMEM;
+	if (n > 1) {
+		for_each_online_cpu(cpu) {
+			if (k++ % n == i)
+				cpumask_set_cpu(cpu, mask);
+		}
+	}
+	if (cpumask_empty(mask))
+		cpumask_copy(mask, housekeeping_cpumask(HK_TYPE_KTHREAD));
+	ret = set_cpus_allowed_ptr(t, mask);
+	free_cpumask_var(mask);
+	return ret;
 }
 
 void rust_helper_kthread_set_freezable(void)

@@ -68,6 +68,19 @@ pub fn run(f: fn(), name: &CStr) -> Result<KThread> {
 }
 
 impl KThread {
+    /// Lets the thread run only on its share of the online CPUs: those whose position among
+    /// them is `i` modulo `n`; on every CPU kernel threads may use when `n` is 1 (or the share is
+    /// empty). Threads that work side by side so always run on different CPUs where there are
+    /// enough: otherwise the scheduler may leave them on one CPU, taking turns, for a while. The
+    /// share is that of the CPUs online now; a CPU that goes offline later makes the scheduler
+    /// move the thread anywhere.
+    pub fn set_cpu_share(&self, i: usize, n: usize) -> Result {
+        // SAFETY: The thread was started by `run` and we hold a reference.
+        crate::error::to_result(unsafe {
+            bindings::set_cpu_share(self.task.as_ptr(), i as u32, n as u32)
+        })
+    }
+
     /// Asks the thread to stop and waits until its function returns.
     #[inline]
     pub fn stop(self) {

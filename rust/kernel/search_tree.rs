@@ -321,11 +321,14 @@ impl<T: TreeNode> RawTree<T> {
         (node == self.root.rb_node).then_some(links.raw())
     }
 
-    /// Walks down from the root, asking `visit` for the direction at each node.
+    /// Walks down from the root, asking `pass` first for the direction at each node, and `visit`
+    /// where `pass` gives none.
     ///
     /// Returns the node it stopped at, or the free child slot it fell into with its parent.
+    #[inline]
     fn descend<'a>(
         &'a self,
+        mut pass: impl FnMut(&'a T) -> Option<Step>,
         mut visit: impl FnMut(&'a T) -> Step,
     ) -> core::result::Result<*mut bindings::rb_node, (*mut bindings::rb_node, bool)> {
         let mut parent = ptr::null_mut();
@@ -335,7 +338,11 @@ impl<T: TreeNode> RawTree<T> {
             // SAFETY: `node` is reachable from the root, hence a node of this tree.
             let elem = unsafe { self.elem(node) };
             parent = node;
-            node = match visit(elem) {
+            let step = match pass(elem) {
+                Some(step) => step,
+                None => visit(elem),
+            };
+            node = match step {
                 Step::Stop => return Ok(node),
                 Step::Left => {
                     left = true;
@@ -515,7 +522,7 @@ macro_rules! common_tree_methods {
         /// Returns the element the walk stopped at, or `None` if it fell off the tree.
         #[inline]
         pub fn walk<'a>(&'a self, visit: impl FnMut(&'a T) -> Step) -> Option<&'a T> {
-            match self.raw.descend(visit) {
+            match self.raw.descend(|_| None, visit) {
                 // SAFETY: `descend` stopped at a node of this tree.
                 Ok(node) => Some(unsafe { self.raw.elem(node) }),
                 Err(_) => None,
@@ -575,7 +582,18 @@ impl<T: TreeNode> LinkTree<T> {
     /// stopped at, which can then be removed or replaced, or the free place it reached, where a
     /// new element can be linked.
     pub fn walk_mut(&mut self, visit: impl FnMut(&T) -> Step) -> Walk<'_, T, Self> {
-        match self.raw.descend(visit) {
+        self.walk_mut_with(|_| None, visit)
+    }
+
+    /// Walks like [`LinkTree::walk_mut`], but asks `pass` first at each node, and `visit` only
+    /// where `pass` gives no direction (see [`BoxTree::walk_mut_with`]).
+    #[inline]
+    pub fn walk_mut_with(
+        &mut self,
+        pass: impl FnMut(&T) -> Option<Step>,
+        visit: impl FnMut(&T) -> Step,
+    ) -> Walk<'_, T, Self> {
+        match self.raw.descend(pass, visit) {
             Ok(node) => Walk::Stopped(Occupied {
                 tree: self,
                 node,
@@ -653,7 +671,21 @@ impl<T: TreeNode> BoxTree<T> {
     /// Walks down from the root like [`BoxTree::walk`], and returns either the element it
     /// stopped at, which can then be taken out or replaced, or the free place it reached.
     pub fn walk_mut(&mut self, visit: impl FnMut(&T) -> Step) -> Walk<'_, T, Self> {
-        match self.raw.descend(visit) {
+        self.walk_mut_with(|_| None, visit)
+    }
+
+    /// Walks like [`BoxTree::walk_mut`], but asks `pass` first at each node, and `visit` only
+    /// where `pass` gives no direction.
+    ///
+    /// `pass` is meant to be small, so that it is compiled into the walk's loop, and to decide
+    /// most steps cheaply (by a key kept in the node, say); `visit`, to be needed at few nodes.
+    #[inline]
+    pub fn walk_mut_with(
+        &mut self,
+        pass: impl FnMut(&T) -> Option<Step>,
+        visit: impl FnMut(&T) -> Step,
+    ) -> Walk<'_, T, Self> {
+        match self.raw.descend(pass, visit) {
             Ok(node) => Walk::Stopped(Occupied {
                 tree: self,
                 node,
@@ -672,13 +704,21 @@ impl<T: TreeNode> BoxTree<T> {
     /// taken out (a node found stale, say): the node is then handed back to `visit` as
     /// [`Visit::Removed`] (what it returns then does not matter), and the walk starts again from
     /// the root.
-    pub fn walk_prune(
+    pub fn walk_prune(&mut self, visit: impl FnMut(Visit<'_, T>) -> Prune) -> Walk<'_, T, Self> {
+        self.walk_prune_with(|_| None, visit)
+    }
+
+    /// Walks like [`BoxTree::walk_prune`], but asks `pass` first at each node, and `visit` only
+    /// where `pass` gives no direction (see [`BoxTree::walk_mut_with`]).
+    #[inline]
+    pub fn walk_prune_with(
         &mut self,
+        mut pass: impl FnMut(&T) -> Option<Step>,
         mut visit: impl FnMut(Visit<'_, T>) -> Prune,
     ) -> Walk<'_, T, Self> {
         loop {
             let mut remove = false;
-            let end = self.raw.descend(|elem| match visit(Visit::At(elem)) {
+            let end = self.raw.descend(|elem| pass(elem), |elem| match visit(Visit::At(elem)) {
                 Prune::Go(step) => step,
                 Prune::Remove => {
                     remove = true;

@@ -382,6 +382,7 @@ impl FolioPage {
 
     /// The page's bytes through the kernel's direct map, for as long as the page is borrowed.
     #[cfg(not(CONFIG_HIGHMEM))]
+    #[inline]
     pub fn bytes(&self) -> super::contents::PageBytes<'_> {
         // SAFETY: Without highmem every page is in the direct map; `page_address` is its
         // page-aligned kernel address, valid while the page is (for the borrow of `self`).
@@ -515,8 +516,8 @@ impl HeldPage {
     /// Locks the page's folio if it is free (C's `trylock_page()`).
     #[inline]
     pub fn try_lock(&self) -> Option<PageLockGuard<'_>> {
-        // SAFETY: The folio is valid (we hold a reference).
-        let locked = unsafe { bindings::folio_trylock(self.folio().as_raw()) };
+        // SAFETY: The page and its folio are valid (we hold a reference).
+        let locked = unsafe { bindings::trylock_page(self.page.as_ptr()) };
         // INVARIANT: Locked by this thread.
         locked.then(|| PageLockGuard {
             held: self,
@@ -528,7 +529,7 @@ impl HeldPage {
     #[inline]
     pub fn lock(&self) -> PageLockGuard<'_> {
         // SAFETY: As in `try_lock`.
-        unsafe { bindings::folio_lock(self.folio().as_raw()) };
+        unsafe { bindings::lock_page(self.page.as_ptr()) };
         // INVARIANT: Locked by this thread.
         PageLockGuard {
             held: self,
@@ -541,7 +542,7 @@ impl Drop for HeldPage {
     #[inline]
     fn drop(&mut self) {
         // SAFETY: We own one reference on the page's current folio (type invariant).
-        unsafe { bindings::folio_put(bindings::page_folio(self.page.as_ptr())) };
+        unsafe { bindings::page_folio_put(self.page.as_ptr()) };
     }
 }
 
@@ -575,8 +576,9 @@ impl PageLockGuard<'_> {
 impl Drop for PageLockGuard<'_> {
     #[inline]
     fn drop(&mut self) {
-        // SAFETY: The page's current folio is locked by this thread (type invariant).
-        unsafe { bindings::folio_unlock(self.held.folio().as_raw()) };
+        // SAFETY: The page's current folio is locked by this thread (type invariant); C's
+        // `unlock_page()` unlocks the page's current folio.
+        unsafe { bindings::unlock_page(self.held.page.as_ptr()) };
     }
 }
 

@@ -161,6 +161,14 @@ impl Descent {
         Some(step)
     }
 
+    /// Counts `n` steps decided by checksum elsewhere (by a walk's own test of the nodes'
+    /// checksums).
+    #[inline]
+    pub(crate) fn count_key_steps(&mut self, n: u32) {
+        self.depth += n;
+        self.key_steps += n;
+    }
+
     /// Counts a node of the key's checksum taken as the match without comparing (a lookup that
     /// trusts checksums, see [`crate::stable::Settings::trust_checksum`]): a step decided by
     /// checksum alone.

@@ -31,7 +31,7 @@ pub(crate) struct RmapItem<B: Backend> {
 }
 
 /// The bits of [`RmapItem::whereabouts`] that hold the tree index.
-const NID_BITS: u32 = 12;
+const NID_BITS: u32 = 10;
 
 /// The most shards an item can record (see [`RmapItem::shard`]).
 pub(crate) const MAX_SHARDS: usize = 1 << (16 - NID_BITS);

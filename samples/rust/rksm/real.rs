@@ -21,7 +21,7 @@ use kernel::mm::{Mm, MmapReadGuard};
 use kernel::prelude::*;
 use kernel::types::ARef;
 
-kernel::define_token!(pub(crate) KsmToken, 16);
+kernel::define_token!(pub(crate) KsmToken, 64);
 
 /// Where an rmap_item's page is mapped: an address space (kept by `mmgrab()`) and an address.
 pub(crate) struct Mapping {

@@ -45,7 +45,7 @@ use core::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use kernel::c_str;
 use kernel::global::Global;
 use kernel::hlist::{Token, TokenCell};
-use kernel::kthread::{self, Crew, WaitQueue, WorkList};
+use kernel::kthread::{self, Crew, KThread, WaitQueue, WorkList};
 use kernel::mm::folio::HeldPage;
 use kernel::mm::ksm::{self as mmksm, trace};
 use kernel::mm::virt::flags;
@@ -256,6 +256,9 @@ pub(crate) struct Ksm {
     crew: Crew,
     /// How many helper threads were started (they are never stopped).
     helpers: AtomicUsize,
+    /// `ksmd` and its helpers, in order (under the scan lock).
+    #[pin]
+    threads: Mutex<KVec<KThread>>,
     #[pin]
     slots: Mutex<SlotList>,
     #[pin]
@@ -319,11 +322,13 @@ pub(crate) fn init() -> Result {
             backend: KsmBackend { zero_checksum },
             crew <- Crew::new(),
             helpers: AtomicUsize::new(0),
+            threads <- new_mutex!(KVec::new(), "ksm_threads"),
         }),
         GFP_KERNEL,
     )?;
     KSM.set(ksm).map_err(|_| EBUSY)?;
-    kthread::run(ksmd, c_str!("ksmd"))?;
+    let thread = kthread::run(ksmd, c_str!("ksmd"))?;
+    self::ksm().threads.lock().push(thread, GFP_KERNEL)?;
     Ok(())
 }
 
@@ -381,11 +386,20 @@ pub(crate) fn set_scan_threads(n: u32) -> Result {
     let k = ksm();
     // The scan lock orders the starts, and keeps a batch from seeing the knob change midway.
     let _st = k.scan.lock();
+    let mut threads = k.threads.lock();
+    threads.reserve(n as usize, GFP_KERNEL)?;
     while k.helpers.load(Relaxed) < n as usize - 1 {
         let i = k.helpers.load(Relaxed) + 1;
         let name = CString::try_from_fmt(kernel::fmt!("ksmd/{i}"))?;
-        kthread::run(ksmd_helper, &name)?;
+        let thread = kthread::run(ksmd_helper, &name)?;
+        // Cannot fail: room was made above.
+        let _ = threads.push_within_capacity(thread);
         k.helpers.store(i, Relaxed);
+    }
+    // Each scanner thread gets its share of the CPUs, so that they work side by side; one
+    // thread, `ksmd` alone, may run anywhere, as C's does.
+    for (i, t) in threads.iter().enumerate().take(n as usize) {
+        t.set_cpu_share(i, n as usize)?;
     }
     knobs::SCAN_THREADS.store(n, Relaxed);
     Ok(())

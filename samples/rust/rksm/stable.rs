@@ -11,6 +11,7 @@
 use crate::backend::{Backend, Contents};
 use crate::compare::{Descent, Key, Order, Stats};
 use crate::item::RmapItem;
+use core::cell::Cell;
 use core::sync::atomic::{AtomicU16, Ordering::Relaxed};
 use kernel::hlist::{self, HList, HListOwner, TokenCell};
 use kernel::mm::contents::PageBytes;
@@ -215,7 +216,7 @@ impl<'a, B: Backend> NodeRef<'a, B> {
 }
 
 /// A stable node a lookup found (borrowed from the tree for `'a`), with its KSM page held.
-pub(crate) struct Found<'a, 'b, B: Backend> {
+pub(crate) struct Found<'a, 'b, B: Backend + 'b> {
     /// The node.
     pub(crate) node: NodeRef<'a, B>,
     /// Its KSM page, held.
@@ -292,7 +293,7 @@ impl<B: Backend> Default for StableTree<B> {
 }
 
 /// Where a descent of the stable tree ended.
-struct Descended<'a, 'b, B: Backend> {
+struct Descended<'a, 'b, B: Backend + 'b> {
     walk: Walk<'a, StableNode<B>, BoxTree<StableNode<B>>>,
     /// For a match: the dup of a chain it came from (`None` for a plain node), and its page.
     hit: Option<(Option<usize>, B::Page<'b>)>,
@@ -440,14 +441,29 @@ impl<B: Backend> StableTree<B> {
         let mut descent = Descent::new(floor, set.order);
         let trust = set.trust_checksum && set.order == Order::Checksum;
         let mut hit = None;
-        let walk = tree.walk_prune(|visit| match visit {
+        // The common step, kept small and inside the walk's loop: a node of another checksum
+        // that has mappings is passed by its checksum. Only a node without mappings is checked
+        // for staleness: one with mappings loses them when the scanner meets them and finds its
+        // page gone (`clear_stale`), and is met here again after that. (A chain has none: its
+        // dups have them.)
+        let passed = Cell::new(0u32);
+        let by_sum = set.order == Order::Checksum;
+        let pass = |node: &StableNode<B>| {
+            if !by_sum || (node.items.is_empty() && !node.is_chain()) {
+                return None;
+            }
+            let step = match key.sum.cmp(&node.checksum) {
+                core::cmp::Ordering::Less => Step::Left,
+                core::cmp::Ordering::Greater => Step::Right,
+                core::cmp::Ordering::Equal => return None,
+            };
+            passed.set(passed.get() + 1);
+            Some(step)
+        };
+        let walk = tree.walk_prune_with(pass, |visit| match visit {
             Visit::At(node) => {
-                // The common step, kept small: a node of another checksum is passed by it.
                 if let Some(step) = descent.by_sum(key.sum, node.checksum) {
-                    // Only a node without mappings is checked: one with mappings loses them when
-                    // the scanner meets them and finds its page gone (`clear_stale`), and is met
-                    // here again after that.
-                    return if node.items.is_empty() && Self::is_stale(backend, node) {
+                    return if Self::is_stale(backend, node) {
                         Prune::Remove
                     } else {
                         Prune::Go(step)
@@ -468,21 +484,24 @@ impl<B: Backend> StableTree<B> {
             }
             Visit::Removed(node) => {
                 // Its page is gone (a chain's: every dup's). The walk starts again.
+                descent.count_key_steps(passed.take());
                 descent.finish(stats);
                 descent = Descent::new(floor, set.order);
                 Self::free_node(backend, token, node, c, false);
                 Prune::Go(Step::Stop)
             }
         });
+        descent.count_key_steps(passed.take());
         descent.finish(stats);
         Descended { walk, hit, descent }
     }
 
-    /// Whether `node`, which has no mappings, is a plain node whose page is gone (cheaply
-    /// checked first). Out of line: the descent's common step stays small.
+    /// Whether `node` is a plain node without mappings whose page is gone (cheaply checked
+    /// first).
     #[inline(never)]
     fn is_stale(backend: &B, node: &StableNode<B>) -> bool {
         matches!(node.kind, Kind::Page(_))
+            && node.items.is_empty()
             && !backend.ksm_page_present(node)
             && backend.ksm_page(node).is_none()
     }
@@ -725,6 +744,56 @@ impl<B: Backend> StableTree<B> {
             Kind::Page(_) => return None,
         };
         Self::take_at(backend, token, at, Some(k), c)
+    }
+
+    /// The node whose KSM page is `kpage` (held, and locked by the caller), whose contents and
+    /// checksum are `key`: a plain node, or a dup of a chain; `None` if no node of this tree has
+    /// that page. The descent passes nodes of other checksums by their checksum, and finds the
+    /// page among the nodes of its checksum by frame; it compares contents only at a node of its
+    /// checksum that is not the page's (none, unless checksums collide).
+    pub(crate) fn node_of_page<'a>(
+        &'a mut self,
+        backend: &B,
+        token: &B::Token,
+        key: &Key<'_>,
+        order: Order,
+        kpage: &B::Page<'_>,
+    ) -> Option<NodeRef<'a, B>> {
+        let mut descent = Descent::new(self.floor, order);
+        let (mut dup, mut found) = (None, false);
+        let pass = |node: &StableNode<B>| match key.sum.cmp(&node.checksum) {
+            _ if order != Order::Checksum => None,
+            core::cmp::Ordering::Less => Some(Step::Left),
+            core::cmp::Ordering::Greater => Some(Step::Right),
+            core::cmp::Ordering::Equal => None,
+        };
+        let walk = self.tree.walk_mut_with(pass, |node| {
+            let steer = match &node.kind {
+                Kind::Page(_) if backend.page_is(kpage, node) => {
+                    found = true;
+                    return Step::Stop;
+                }
+                Kind::Page(_) => backend.ksm_page(node),
+                Kind::Chain(cell) => {
+                    let dups = &cell.get(token).dups;
+                    if let Some(k) = dups.iter().position(|d| backend.page_is(kpage, d)) {
+                        (dup, found) = (Some(k), true);
+                        return Step::Stop;
+                    }
+                    dups.iter().find_map(|d| backend.ksm_page(d))
+                }
+            };
+            // Another node of the key's checksum: its contents say where to go (if they are
+            // equal, or its page is gone, the page is nowhere).
+            steer.map_or(Step::Stop, |p| descent.compare(key.bytes, &p.bytes()).0)
+        });
+        match walk {
+            Walk::Stopped(at) if found => Some(NodeRef {
+                node: at.into_pinned(),
+                dup,
+            }),
+            _ => None,
+        }
     }
 
     /// Adds the new KSM page `page`, whose contents and checksum are `key` and which lies on NUMA

@@ -8,7 +8,7 @@ use crate::item::{Place, RmapItem};
 use crate::stable::{self, Counters, Search, Settings, StableNode, StableTree};
 use crate::unstable::{Lookup, UnstableTree};
 use core::pin::Pin;
-use kernel::hlist::{HList, Token};
+use kernel::hlist::Token;
 use kernel::prelude::*;
 
 /// What [`Trees::cmp_and_merge`] did with a page.
@@ -416,7 +416,7 @@ impl<B: Backend> Trees<B> {
         }
         item.set_shard(token.id());
         let was = node.len();
-        if HList::push_front(node, token, item).is_err() {
+        if kernel::hlist::HList::push_front(node, token, item).is_err() {
             drop(locked);
             backend.break_merge(&item);
             return Outcome::MergeFailed;
@@ -526,10 +526,9 @@ impl<B: Backend> Trees<B> {
     }
 
     /// Lists `item` under the stable node of `kpage`, which its page was just merged into (the
-    /// KSM page [`Trees::join`] found), with the page locked so that the reverse map sees the
-    /// node complete. If the node cannot take it any more (another scanner thread filled it
-    /// meanwhile, or the page left KSM), the merge is undone and the page is tried again next
-    /// pass. `token` is that of the node's shard, which found the page.
+    /// KSM page [`Trees::join`] found in these trees), with the page locked so that the reverse
+    /// map sees the node complete. If the node cannot take it any more (another scanner thread
+    /// filled it meanwhile), the merge is undone and the page is tried again next pass.
     pub(crate) fn append_merged(
         &mut self,
         backend: &B,
@@ -537,33 +536,32 @@ impl<B: Backend> Trees<B> {
         item: Pin<&RmapItem<B>>,
         kpage: &B::Page<'_>,
     ) -> Outcome {
+        // The tree `join` found it in: a page held is not migrated meanwhile.
+        let idx = self.index(backend.page_nid(kpage));
+        let (order, max) = (self.order, self.max_page_sharing);
+        let bytes = kpage.bytes();
+        // The item's checksum is the node's: the lookup found the node among that checksum's.
+        let key = Key::new(&bytes, item.checksum());
         let locked = backend.lock(kpage);
-        let node = match backend.node_of(&locked) {
-            Some(node) if node.shard() == token.id() && node.has_room(self.max_page_sharing) => node,
-            _ => {
-                drop(locked);
-                backend.break_merge(&item);
-                return Outcome::MergeFailed;
-            }
+        let Self {
+            stable, counters, ..
+        } = self;
+        let appended = match stable[idx].node_of_page(backend, token, &key, order, kpage) {
+            Some(node) if node.get(token).has_room(max) => node.append(token, item, counters),
+            _ => Err(EBUSY),
         };
-        if HList::push_front(node, token, item).is_err() {
-            drop(locked);
+        drop(locked);
+        if appended.is_err() {
             backend.break_merge(&item);
             return Outcome::MergeFailed;
         }
-        if node.len() > 1 {
-            self.counters.pages_sharing += 1;
-        } else {
-            self.counters.pages_shared += 1;
-        }
-        drop(locked);
         backend.merged(&item);
         Outcome::MergedStable
     }
 }
 
 /// What [`Trees::join`] leaves to its caller.
-pub(crate) enum Joined<'b, B: Backend> {
+pub(crate) enum Joined<'b, B: Backend + 'b> {
     /// The step is done.
     Done(Outcome),
     /// A KSM page of the stable tree that is equal to the page (by checksum only, if

@@ -18,6 +18,7 @@ use crate::backend::{Backend, Contents};
 use crate::compare::{verify_prefix, Descent, Order, Stats};
 use crate::item::RmapItem;
 use crate::stable::{Counters, NodeRef};
+use core::cell::Cell;
 use kernel::hlist::HList;
 use kernel::page::PAGE_SIZE;
 use kernel::prelude::*;
@@ -137,7 +138,21 @@ impl<B: Backend> UnstableTree<B> {
         let mut descent = Descent::new(self.floor, order);
         let mut hit: Option<B::Page<'a>> = None;
         let mut gave_up = false;
-        let walk = self.tree.walk_mut(|node| {
+        // Nodes of another checksum are passed inside the walk's loop, by their checksum.
+        let passed = Cell::new(0u32);
+        let pass = |node: &RmapItem<B>| {
+            if order != Order::Checksum {
+                return None;
+            }
+            let step = match key_sum.cmp(&node.checksum()) {
+                core::cmp::Ordering::Less => Step::Left,
+                core::cmp::Ordering::Greater => Step::Right,
+                core::cmp::Ordering::Equal => return None,
+            };
+            passed.set(passed.get() + 1);
+            Some(step)
+        };
+        let walk = self.tree.walk_mut_with(pass, |node| {
             // Another checksum: decided without reading a page.
             if let Some(step) = descent.by_sum(key_sum, node.checksum()) {
                 return step;
@@ -184,6 +199,7 @@ impl<B: Backend> UnstableTree<B> {
                 }
             }
         });
+        descent.count_key_steps(passed.get());
         descent.finish(stats);
         match walk {
             Walk::Vacant(place) => {
