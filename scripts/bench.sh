@@ -25,15 +25,41 @@ cp "$B/tests/nested_init" "$B/bench/nested/init"
 (cd "$B/bench/nested" && echo init | cpio -o -H newc --quiet) > "$B/bench/nested.cpio"
 
 rm -f "$B"/bench/raw-*.jsonl
+rm -rf "$B"/vm/bench-*
+# The host's speed drifts by tens of percent within minutes (TCG on a shared machine): the
+# kernels take turns, one boot per repetition each, so that each C run has an rksm run next
+# to it in time; the report takes the ratio of each such pair. The QEMU guests take minutes to
+# boot: one boot per kernel runs all their repetitions.
+REPS=${REPS:-3}
+threads_rust=${THREADS:-1,2}
+run_bench() { # kernel, run directory, output, ksmbench arguments...
+	local k=$1 run=$2 out=$3 threads=1
+	shift 3
+	[ "$k" = rust ] && threads=$threads_rust
+	KSM=$k KERNEL=$B/$img-$k VM_RUN=$B/vm/$run TIMEOUT=${BENCH_TIMEOUT:-7200} \
+		CMD="python3 $PROJECT/tests/vm/ksmbench.py --impl $k --out $B/bench/$out \
+--mib ${MIB:-256} --procs ${PROCS:-2} --modes ${MODES:-best,worst,prefix} --threads $threads $*" \
+		"$PROJECT/scripts/vm.sh" || die "the benchmark failed on the $k kernel (build/vm/$run/)"
+}
+parts=${PARTS:-ksmpages,selftests,qemu}
+near=$(echo "$parts" | tr ',' '\n' | grep -v '^qemu$' | paste -sd, -)
+if [ -n "$near" ]; then
+	for rep in $(seq "$REPS"); do
+		for k in c rust; do
+			say "bench, repetition $rep of $REPS, on the $k kernel ($near)"
+			run_bench $k bench-$k-$rep raw-$k-$rep.jsonl --reps 1 --first-rep $((rep - 1)) \
+				--parts "$near"
+		done
+	done
+fi
+if echo "$parts" | tr ',' '\n' | grep -qx qemu; then
+	for k in c rust; do
+		say "bench on the $k kernel (QEMU guests, $REPS repetitions)"
+		run_bench $k bench-$k-qemu raw-$k-qemu.jsonl --reps "$REPS" --parts qemu
+	done
+fi
 for k in c rust; do
-	threads=1
-	[ "$k" = rust ] && threads=${THREADS:-1,2}
-	say "bench on the $k kernel"
-	KSM=$k KERNEL=$B/$img-$k VM_RUN=$B/vm/bench-$k TIMEOUT=${BENCH_TIMEOUT:-7200} \
-		CMD="python3 $PROJECT/tests/vm/ksmbench.py --impl $k --out $B/bench/raw-$k.jsonl \
---reps ${REPS:-3} --mib ${MIB:-256} --procs ${PROCS:-2} --modes ${MODES:-best,worst,prefix} \
---parts ${PARTS:-ksmpages,selftests,qemu} --threads $threads" "$PROJECT/scripts/vm.sh" ||
-		die "the benchmark failed on the $k kernel (build/vm/bench-$k/)"
+	cat "$B"/bench/raw-$k-*.jsonl > "$B/bench/raw-$k.jsonl"
 done
 say "bench done in $(elapsed $((SECONDS - t0)))"
 # Debian's python has matplotlib (a pyenv python on PATH may not).

@@ -7,6 +7,7 @@ usage: bench_report.py [--accel tcg|kvm] [--config bench|test] RAW.jsonl...
 """
 
 import argparse
+import glob
 import json
 import os
 import platform
@@ -47,17 +48,29 @@ def host_cpu():
 def kernel_problems():
     """Lines of either guest's kernel log that make a run invalid."""
     bad = []
-    for impl in ("c", "rust"):
-        log = os.path.join(TOP, "build", "vm", "bench-" + impl, "console.log")
-        if os.path.exists(log):
-            with open(log, errors="replace") as f:
-                bad += ["%s: %s" % (impl, line.strip()) for line in f if PROBLEM.search(line)]
+    for log in sorted(glob.glob(os.path.join(TOP, "build", "vm", "bench-*", "console.log"))):
+        run = os.path.basename(os.path.dirname(log))
+        with open(log, errors="replace") as f:
+            bad += ["%s: %s" % (run, line.strip()) for line in f if PROBLEM.search(line)]
     return bad
 
 
 def median(rs, key):
     vals = [r[key] for r in rs if r.get(key) is not None]
     return statistics.median(vals) if vals else None
+
+
+def paired_ratio(num, den):
+    """The median, lowest and highest of the ratios of `num`'s rate to `den`'s over the
+    repetitions both have (runs of one repetition ran next to each other in time, see
+    scripts/bench.sh); the ratio of the medians if they share none."""
+    a = {r.get("rep"): r["mib_per_s"] for r in num if r.get("mib_per_s")}
+    b = {r.get("rep"): r["mib_per_s"] for r in den if r.get("mib_per_s")}
+    pairs = [a[k] / b[k] for k in a if k in b]
+    if pairs:
+        return statistics.median(pairs), min(pairs), max(pairs)
+    ma, mb = median(num, "mib_per_s"), median(den, "mib_per_s")
+    return (ma / mb, None, None) if ma and mb else (None, None, None)
 
 
 def fmt(v, spec):
@@ -73,37 +86,40 @@ def table(records):
         if r["workload"] not in order:
             order.append(r["workload"])
     print()
-    print("%-14s %-5s %3s %4s %10s %9s %9s %10s %9s %9s %9s"
+    print("%-14s %-5s %3s %4s %10s %9s %9s %10s %9s %9s %9s %13s"
           % ("workload", "impl", "thr", "runs", "MiB merged", "seconds", "MiB/s", "merge MiB/s",
-             "B/page", "ksmd CPU", "rksm/C"))
+             "B/page", "ksmd CPU", "rksm/C", "(runs' range)"))
     summary = []
     for w in order:
         c = groups.get((w, "c", 1), [])
-        c_rate = median(c, "mib_per_s")
         for impl in ("c", "rust"):
             for t in sorted({k[2] for k in groups if k[0] == w and k[1] == impl}):
                 rs = groups[(w, impl, t)]
                 rate = median(rs, "mib_per_s")
-                ratio = rate / c_rate if impl == "rust" and c_rate and rate is not None else None
-                print("%-14s %-5s %3d %4d %10s %9s %9s %10s %9s %9s %9s"
+                ratio, lo, hi = paired_ratio(rs, c) if impl == "rust" and c else (None,) * 3
+                spread = "%.2f-%.2f" % (lo, hi) if lo is not None else ""
+                print("%-14s %-5s %3d %4d %10s %9s %9s %10s %9s %9s %9s %13s"
                       % (w, impl, t, len(rs), fmt(median(rs, "mib_merged"), ".1f"),
                          fmt(median(rs, "seconds"), ".2f"), fmt(rate, ".1f"),
                          fmt(median(rs, "merge_mib_per_s"), ".1f"),
                          fmt(median(rs, "slab_bytes_per_page"), ".1f"),
                          fmt(median(rs, "ksmd_cpu_s"), ".2f"),
-                         fmt(ratio, ".2f") + ("x" if ratio is not None else "")))
+                         fmt(ratio, ".2f") + ("x" if ratio is not None else ""), spread))
                 summary.append({"workload": w, "impl": impl, "threads": t, "runs": len(rs),
                                 "median_mib_per_s": rate,
                                 "median_merge_mib_per_s": median(rs, "merge_mib_per_s"),
                                 "median_seconds": median(rs, "seconds"),
                                 "median_slab_bytes_per_page": median(rs, "slab_bytes_per_page"),
-                                "ratio_to_c": ratio})
-    # Scanner threads: 2 against 1 on rksm.
+                                "ratio_to_c": ratio, "ratio_lowest": lo, "ratio_highest": hi})
+    # Scanner threads: 2 against 1 on rksm, run by run.
     for w in order:
         one, two = groups.get((w, "rust", 1)), groups.get((w, "rust", 2))
         if one and two:
-            print("%s: rksm 2 threads / 1 thread = %.2fx"
-                  % (w, median(two, "mib_per_s") / median(one, "mib_per_s")))
+            ratio, lo, hi = paired_ratio(two, one)
+            print("%s: rksm 2 threads / 1 thread = %.2fx%s"
+                  % (w, ratio, " (runs %.2f-%.2f)" % (lo, hi) if lo is not None else ""))
+    print("rksm/C: the median over repetitions of rksm's rate over C's in the same repetition "
+          "(the kernels take turns)")
     return summary
 
 

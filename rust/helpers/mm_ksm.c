@@ -225,24 +225,6 @@ bool rust_helper_folio_trylock(struct folio *folio)
 	return folio_trylock(folio);
 }
 
-/*
- * The folio operations on the folio of a page (what C's put_page(), lock_page() and
- * trylock_page() do for the pages KSM holds), one call each rather than two.
- */
-void rust_helper_page_folio_put(struct page *page)
-{
-	folio_put(page_folio(page));
-}
-
-void rust_helper_lock_page(struct page *page)
-{
-	lock_page(page);
-}
-
-bool rust_helper_trylock_page(struct page *page)
-{
-	return trylock_page(page);
-}
 
 bool rust_helper_folio_test_locked(struct folio *folio)
 {
@@ -477,13 +459,13 @@ bool rust_helper_pmd_none_lockless(pmd_t *pmd)
 
 /*
  * The page that `pte` maps at `addr` of `vma` if it is an ordinary anonymous page (not device
- * memory, not the zero page), with a reference taken on its folio; NULL otherwise. What KSM's
- * scan takes of each entry (as folio_walk_start() with no flags, then the checks of
- * scan_get_next_rmap_item()), as one call: Rust cannot inline the C functions it is made of, and
- * it runs for every page scanned. The caller holds the page table lock.
+ * memory, not the zero page), with a reference taken on its folio, put in `*foliop`; NULL
+ * otherwise. What KSM's scan takes of each entry (as folio_walk_start() with no flags, then the
+ * checks of scan_get_next_rmap_item()), as one call: Rust cannot inline the C functions it is
+ * made of, and it runs for every page scanned. The caller holds the page table lock.
  */
 struct page *rust_helper_vm_normal_anon_page_get(struct vm_area_struct *vma, unsigned long addr,
-						 pte_t pte)
+						 pte_t pte, struct folio **foliop)
 {
 	struct folio *folio;
 	struct page *page;
@@ -497,6 +479,7 @@ struct page *rust_helper_vm_normal_anon_page_get(struct vm_area_struct *vma, uns
 	if (folio_is_zone_device(folio) || !folio_test_anon(folio))
 		return NULL;
 	folio_get(folio);
+	*foliop = folio;
 	return page;
 }
 
@@ -758,6 +741,7 @@ const char *rust_helper_rksm_c_layout(unsigned int i, size_t *value)
 		LAYOUT_SIZE(rb_root),
 		LAYOUT_SIZE(hlist_node),
 		LAYOUT_SIZE(list_head),
+		LAYOUT_OFF(folio, page),
 		LAYOUT_SIZE(folio_walk),
 		LAYOUT_OFF(folio_walk, page),
 		LAYOUT_OFF(folio_walk, pte),

@@ -248,23 +248,50 @@ pub enum Step {
 ///
 /// Every `rb_node` reachable from `root` is the [`TreeLinks`] of a pinned, live `T`, found at
 /// `T::LINKS_OFFSET` from the start of that `T`; `len` is the number of those nodes.
+///
+/// `changes` counts every change of the tree's shape (a node linked, unlinked or replaced); `id`
+/// is 0 until a [`PlaceMark`] of the tree is made, and then an id no other tree ever has.
 #[doc(hidden)]
 pub struct RawTree<T: TreeNode> {
     root: bindings::rb_root,
     len: usize,
+    id: u64,
+    changes: u64,
     _p: PhantomData<*const T>,
+}
+
+/// The ids of trees that have had a [`PlaceMark`] made (0 is none).
+static NEXT_TREE_ID: core::sync::atomic::AtomicU64 = core::sync::atomic::AtomicU64::new(1);
+
+/// Where a free place of a tree was ([`Vacant::mark`]), to take it again later without walking
+/// ([`BoxTree::vacant_at`], [`LinkTree::vacant_at`]) if the tree has not changed since.
+#[derive(Clone, Copy, Debug)]
+pub struct PlaceMark {
+    tree: u64,
+    changes: u64,
+    parent: *mut bindings::rb_node,
+    left: bool,
 }
 
 impl<T: TreeNode> RawTree<T> {
     const fn new() -> Self {
-        // INVARIANT: An empty tree reaches no node.
+        // INVARIANT: An empty tree reaches no node, and has no id yet.
         Self {
             root: bindings::rb_root {
                 rb_node: ptr::null_mut(),
             },
             len: 0,
+            id: 0,
+            changes: 0,
             _p: PhantomData,
         }
+    }
+
+    /// Whether `mark` is a place of this tree, which has not changed since it was made: its
+    /// parent is then still a node of this tree, and the child slot still free.
+    #[inline]
+    fn holds(&self, mark: &PlaceMark) -> bool {
+        self.id != 0 && mark.tree == self.id && mark.changes == self.changes
     }
 
     /// The element whose links are `node`.
@@ -392,6 +419,7 @@ impl<T: TreeNode> RawTree<T> {
         }
         // INVARIANT: The new node is the links of a pinned `T` at `LINKS_OFFSET`.
         self.len += 1;
+        self.changes += 1;
     }
 
     /// Unlinks `links`, a node of this tree.
@@ -406,6 +434,7 @@ impl<T: TreeNode> RawTree<T> {
         // SAFETY: `links` points to valid links that no tree refers to any more.
         unsafe { TreeLinks::clear_raw(links) };
         self.len -= 1;
+        self.changes += 1;
     }
 
     /// Puts `new` in the place of `old` in this tree; `old` ends unlinked.
@@ -421,6 +450,7 @@ impl<T: TreeNode> RawTree<T> {
         unsafe { bindings::rb_replace_node(old, new, &mut self.root) };
         // SAFETY: `old` are valid links that no tree refers to any more.
         unsafe { TreeLinks::clear_raw(old) };
+        self.changes += 1;
     }
 
     /// Unlinks every node, calling `each` for each element before it is unlinked (in postorder,
@@ -442,6 +472,7 @@ impl<T: TreeNode> RawTree<T> {
         self.root.rb_node = ptr::null_mut();
         // INVARIANT: No node is reachable from the root.
         self.len = 0;
+        self.changes += 1;
     }
 
     #[inline]
@@ -529,6 +560,13 @@ macro_rules! common_tree_methods {
             }
         }
 
+        /// Whether `mark` ([`Vacant::mark`]) is a free place of this tree, which has not
+        /// changed since it was made (`vacant_at` then gives it).
+        #[inline]
+        pub fn holds_place(&self, mark: &PlaceMark) -> bool {
+            self.raw.holds(mark)
+        }
+
         /// The elements in the tree's order.
         #[inline]
         pub fn iter(&self) -> Iter<'_, T> {
@@ -606,6 +644,12 @@ impl<T: TreeNode> LinkTree<T> {
                 _p: PhantomData,
             }),
         }
+    }
+
+    /// The free place `mark` was made of ([`Vacant::mark`]), if the tree has not changed since.
+    #[inline]
+    pub fn vacant_at(&mut self, mark: PlaceMark) -> Option<Vacant<'_, T, Self>> {
+        Vacant::at(self, mark)
     }
 
     /// Removes `elem` from the tree. Returns `false`, and does nothing, if it is not in this tree.
@@ -698,6 +742,12 @@ impl<T: TreeNode> BoxTree<T> {
                 _p: PhantomData,
             }),
         }
+    }
+
+    /// The free place `mark` was made of ([`Vacant::mark`]), if the tree has not changed since.
+    #[inline]
+    pub fn vacant_at(&mut self, mark: PlaceMark) -> Option<Vacant<'_, T, Self>> {
+        Vacant::at(self, mark)
     }
 
     /// Walks like [`BoxTree::walk_mut`], but `visit` may also ask for the node it is at to be
@@ -998,6 +1048,37 @@ pub struct Vacant<'a, T: TreeNode, R: Tree<T>> {
 }
 
 impl<'a, T: TreeNode, R: Tree<T>> Vacant<'a, T, R> {
+    /// Where this place is, to take it again later without walking, if the tree has not
+    /// changed by then ([`BoxTree::vacant_at`], [`LinkTree::vacant_at`]).
+    #[inline]
+    pub fn mark(&mut self) -> PlaceMark {
+        let raw = self.tree.raw_mut();
+        if raw.id == 0 {
+            // INVARIANT: Ids are handed out once each (64 bits never wrap).
+            raw.id = NEXT_TREE_ID.fetch_add(1, core::sync::atomic::Ordering::Relaxed);
+        }
+        PlaceMark {
+            tree: raw.id,
+            changes: raw.changes,
+            parent: self.parent,
+            left: self.left,
+        }
+    }
+
+    /// The place `mark` was made of, if it is one of `tree`, unchanged since.
+    #[inline]
+    fn at(tree: &'a mut R, mark: PlaceMark) -> Option<Self> {
+        // A tree is changed only by linking, unlinking or replacing nodes (the links of a node
+        // in a tree are written only by the tree), each of which counts a change: unchanged, the
+        // parent is still a node of the tree and its child slot still free.
+        tree.raw().holds(&mark).then(|| Self {
+            tree,
+            parent: mark.parent,
+            left: mark.left,
+            _p: PhantomData,
+        })
+    }
+
     /// Links `elem` here.
     ///
     /// Fails with `EINVAL` if `elem` has no free links at its declared offset (none, or already

@@ -51,16 +51,15 @@ fn build(p: &TestPages, n: usize, set: Settings, stats: &mut Stats) -> Result<Fi
     for i in shuffled(n, 0xab)? {
         let held = p.held(i);
         let bytes = held.bytes();
-        let node = f.tree.insert(
-            p,
-            &mut f.token,
-            &Key::of(&bytes),
-            i,
-            0,
-            set,
-            stats,
-            &mut f.c,
-        )?;
+        let key = Key::of(&bytes);
+        // As the trees insert: where a lookup of the page missed, without walking again.
+        let at = match f.tree.search(p, &mut f.token, &key, set, stats, &mut f.c, |_| false) {
+            Search::Miss(at) => at,
+            _ => None,
+        };
+        let node = f
+            .tree
+            .insert(p, &mut f.token, &key, i, 0, set, stats, &mut f.c, at)?;
         node.append(&f.token, f.its[i].as_ref(), &mut f.c)?;
     }
     Ok(f)

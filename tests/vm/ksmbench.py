@@ -289,6 +289,8 @@ def main():
     ap.add_argument("--impl", required=True, choices=("c", "rust"))
     ap.add_argument("--out", required=True)
     ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--first-rep", type=int, default=0,
+                    help="the number of the first repetition (runs are numbered from it)")
     ap.add_argument("--mib", type=int, default=256)
     ap.add_argument("--procs", type=int, default=2)
     ap.add_argument("--modes", default="best,worst,prefix")
@@ -306,9 +308,9 @@ def main():
     if "ksmpages" in parts:
         for mode in args.modes.split(","):
             for t in threads:
-                for rep in range(args.reps):
-                    say("%s x%d %d MiB, %d thread(s), run %d of %d"
-                        % (mode, args.procs, args.mib, t, rep + 1, args.reps))
+                for rep in range(args.first_rep, args.first_rep + args.reps):
+                    say("%s x%d %d MiB, %d thread(s), run %d"
+                        % (mode, args.procs, args.mib, t, rep + 1))
                     r = run_ksmpages(args.impl, mode, args.procs, args.mib, t, rep)
                     say("  %.1f MiB in %.2f s (%.1f MiB/s; merging %.2f s), ksmd %.1f s CPU, "
                         "slab %.1f B/page, %s" % (r["mib_merged"], r["seconds"], r["mib_per_s"],
@@ -319,9 +321,8 @@ def main():
                     results.append(r)
     if "selftests" in parts:
         for flag in ("-P", "-H"):
-            for rep in range(args.reps):
-                say("ksm_tests %s -s %d, run %d of %d" % (flag, args.selftest_mib, rep + 1,
-                                                          args.reps))
+            for rep in range(args.first_rep, args.first_rep + args.reps):
+                say("ksm_tests %s -s %d, run %d" % (flag, args.selftest_mib, rep + 1))
                 r = run_selftest(args.impl, flag, args.selftest_mib, 1, rep)
                 say("  %.1f MiB/s, %s" % (r["mib_per_s"], "ok" if r["verified"] else
                                           "FAILED: " + r["check"]))

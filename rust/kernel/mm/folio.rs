@@ -18,7 +18,7 @@ use crate::{
 use core::{
     marker::PhantomData,
     ptr::NonNull,
-    sync::atomic::{AtomicUsize, Ordering},
+    sync::atomic::{AtomicPtr, AtomicUsize, Ordering},
 };
 
 /// A folio: a C `struct folio`.
@@ -143,6 +143,14 @@ impl Folio {
     /// The `n`-th page of the folio.
     #[inline]
     pub fn page(&self, n: usize) -> &FolioPage {
+        if n == 0 {
+            // The first page is the folio's own `struct page`, at its start (C's
+            // `folio_page(folio, 0)` is `&folio->page`; `kernel::mm::layout` checks the offset).
+            let page = self.as_raw().cast::<u8>();
+            const _: () = assert!(core::mem::offset_of!(bindings::folio, __bindgen_anon_1.page) == 0);
+            // SAFETY: As below, for the first page.
+            return unsafe { FolioPage::from_raw(page.cast()) };
+        }
         // SAFETY: The folio is valid; its pages live as long as it does. (`n` is the caller's;
         // KSM only asks for page 0 of small folios.)
         unsafe { FolioPage::from_raw(bindings::folio_page(self.as_raw(), n as _)) }
@@ -411,14 +419,18 @@ impl FolioPage {
 
 /// A page kept by a reference on its folio (C's `get_page()`/`put_page()`).
 ///
-/// The reference follows the page: if its large folio is split, the caller's reference is the
-/// page's new folio's, which is the one released on drop (`put_page()` looks the folio up then).
+/// The reference follows the page: if its large folio is split ([`PageLockGuard::split_if_large`]),
+/// the reference is the page's new folio's, which is the one released on drop.
 ///
 /// # Invariants
 ///
-/// `page` is a valid page and we own one reference on its (current) folio.
+/// `page` is a valid page and we own one reference on its folio, `folio`. A folio is split only
+/// by a holder of a reference that the split counts as its own (a split needs the reference count
+/// to be its mappings' and its caller's: any other reference makes it fail), and this reference is
+/// counted so only by [`PageLockGuard::split_if_large`], which updates `folio`.
 pub struct HeldPage {
     page: NonNull<bindings::page>,
+    folio: AtomicPtr<bindings::folio>,
 }
 
 // SAFETY: The reference may be dropped from any thread.
@@ -434,22 +446,27 @@ impl HeldPage {
     /// `page` is a page of `folio`.
     #[inline]
     pub unsafe fn new(folio: ARef<Folio>, page: *mut bindings::page) -> Self {
-        let _ = ARef::into_raw(folio);
+        let folio = ARef::into_raw(folio).cast::<bindings::folio>().as_ptr();
         // INVARIANT: The reference of `folio` is now this one; `page` is its page.
         Self {
             page: NonNull::new(page).expect("HeldPage of a null page"),
+            folio: AtomicPtr::new(folio),
         }
     }
 
-    /// Takes over a reference on the folio of `page`.
+    /// Takes over a reference on `folio`, the folio of `page`.
     ///
     /// # Safety
     ///
-    /// `page` is a valid page, and the caller owns a reference on its folio, which it gives up.
+    /// `page` is a valid page of `folio`, and the caller owns a reference on `folio`, which it
+    /// gives up.
     #[inline]
-    pub unsafe fn from_raw(page: NonNull<bindings::page>) -> Self {
+    pub unsafe fn from_raw(page: NonNull<bindings::page>, folio: NonNull<bindings::folio>) -> Self {
         // INVARIANT: By the safety requirements.
-        Self { page }
+        Self {
+            page,
+            folio: AtomicPtr::new(folio.as_ptr()),
+        }
     }
 
     /// Takes a reference on whatever the frame `pfn` holds now, if that is an ordinary
@@ -500,10 +517,11 @@ impl HeldPage {
         unsafe { Self::new(folio, page) }
     }
 
-    /// The page's folio (now).
+    /// The page's folio.
     #[inline]
     pub fn folio(&self) -> &Folio {
-        self.page().folio()
+        // SAFETY: `folio` is the page's folio, on which we hold a reference (type invariant).
+        unsafe { Folio::from_raw(self.folio.load(Ordering::Relaxed)) }
     }
 
     /// The page.
@@ -516,8 +534,8 @@ impl HeldPage {
     /// Locks the page's folio if it is free (C's `trylock_page()`).
     #[inline]
     pub fn try_lock(&self) -> Option<PageLockGuard<'_>> {
-        // SAFETY: The page and its folio are valid (we hold a reference).
-        let locked = unsafe { bindings::trylock_page(self.page.as_ptr()) };
+        // SAFETY: The folio is valid (we hold a reference).
+        let locked = unsafe { bindings::folio_trylock(self.folio().as_raw()) };
         // INVARIANT: Locked by this thread.
         locked.then(|| PageLockGuard {
             held: self,
@@ -529,7 +547,7 @@ impl HeldPage {
     #[inline]
     pub fn lock(&self) -> PageLockGuard<'_> {
         // SAFETY: As in `try_lock`.
-        unsafe { bindings::lock_page(self.page.as_ptr()) };
+        unsafe { bindings::folio_lock(self.folio().as_raw()) };
         // INVARIANT: Locked by this thread.
         PageLockGuard {
             held: self,
@@ -541,23 +559,44 @@ impl HeldPage {
 impl Drop for HeldPage {
     #[inline]
     fn drop(&mut self) {
-        // SAFETY: We own one reference on the page's current folio (type invariant).
-        unsafe { bindings::page_folio_put(self.page.as_ptr()) };
+        // SAFETY: We own one reference on the page's folio (type invariant).
+        unsafe { bindings::folio_put(self.folio().as_raw()) };
     }
 }
 
 /// The lock of a held page's folio (C's `lock_page()`/`unlock_page()`): if the folio is split
-/// meanwhile, the lock is the page's new folio's, which is the one unlocked on drop.
+/// meanwhile ([`PageLockGuard::split_if_large`]), the lock is the page's new folio's, which is the
+/// one unlocked on drop.
 ///
 /// # Invariants
 ///
-/// The page's current folio is locked by the thread that made the guard.
+/// The page's folio is locked by the thread that made the guard.
 pub struct PageLockGuard<'a> {
     held: &'a HeldPage,
     _nts: PhantomData<*mut ()>,
 }
 
 impl PageLockGuard<'_> {
+    /// Splits the folio if it is a large one (C's `split_huge_page()` of the page), after which
+    /// the page is a folio of its own, locked and held as before; `EBUSY` if it cannot be split
+    /// (someone else holds a reference to it, say).
+    pub fn split_if_large(&self) -> Result<(), crate::error::Error> {
+        let page = self.held.page.as_ptr();
+        // SAFETY: The page is valid and its folio locked, as splitting requires.
+        if unsafe { bindings::page_trans_compound(page) } {
+            // SAFETY: As above; the caller's reference the split counts is ours.
+            if unsafe { bindings::split_huge_page(page) } != 0 {
+                return Err(crate::error::code::EBUSY);
+            }
+            // The page's reference and lock are its new folio's now.
+            // SAFETY: The page is valid (we hold a reference on its folio).
+            let folio = unsafe { bindings::page_folio(page) };
+            // INVARIANT: `folio` is the page's folio after the split, locked and referenced.
+            self.held.folio.store(folio, Ordering::Relaxed);
+        }
+        Ok(())
+    }
+
     /// Marks the folio dirty.
     #[inline]
     pub fn set_dirty(&self) {
@@ -576,9 +615,8 @@ impl PageLockGuard<'_> {
 impl Drop for PageLockGuard<'_> {
     #[inline]
     fn drop(&mut self) {
-        // SAFETY: The page's current folio is locked by this thread (type invariant); C's
-        // `unlock_page()` unlocks the page's current folio.
-        unsafe { bindings::unlock_page(self.held.page.as_ptr()) };
+        // SAFETY: The page's folio is locked by this thread (type invariant).
+        unsafe { bindings::folio_unlock(self.held.folio().as_raw()) };
     }
 }
 

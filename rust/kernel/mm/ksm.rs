@@ -581,18 +581,26 @@ fn protect(pte: &mut LockedPte<'_>, f: &Folio) -> Result<(Pte, bool)> {
     Ok((clean, true))
 }
 
+/// The address at which the first page of the small folio `f` is mapped in `vma` if it is
+/// `addr` (an anonymous page can be mapped at one address of an area only: the one its index
+/// gives); `EFAULT` otherwise.
+#[inline]
+fn small_folio_at(f: &Folio, vma: &VmArea, addr: usize) -> Result<usize> {
+    if f.is_large() || address_in_vma(f.page(0), vma)? != addr {
+        return Err(EFAULT);
+    }
+    Ok(addr)
+}
+
 /// Write-protects the page table entry through which `vma` maps the locked small folio
-/// `folio` (C's `write_protect_page()`), and returns it. The caller holds the mmap lock of the
-/// area's address space and one reference on the folio (besides its mappings).
+/// `folio` at `addr` (C's `write_protect_page()`), and returns it. The caller holds the mmap
+/// lock of the area's address space and one reference on the folio (besides its mappings).
 ///
 /// Fails with `EFAULT` if the folio is not mapped there, or is pinned (someone may be doing I/O
 /// to it: the reference count is more than the mappings, the swap cache and the caller's).
-pub fn write_protect(vma: &VmArea, folio: &impl LockedFolio) -> Result<Pte> {
+pub fn write_protect(vma: &VmArea, addr: usize, folio: &impl LockedFolio) -> Result<Pte> {
     let f = folio.locked_folio();
-    if f.is_large() {
-        return Err(EFAULT);
-    }
-    let addr = address_in_vma(f.page(0), vma)?;
+    let addr = small_folio_at(f, vma, addr)?;
     let _inv = Invalidation::start(vma.mm(), addr);
     let mut pte = LockedPte::find(vma, f, addr).ok_or(EFAULT)?;
     let (entry, cleared) = protect(&mut pte, f)?;
@@ -604,15 +612,15 @@ pub fn write_protect(vma: &VmArea, folio: &impl LockedFolio) -> Result<Pte> {
 
 /// What [`replace_if_same`] maps instead of a page.
 pub enum Replacement<'a> {
-    /// A page of a KSM folio (which gets a new mapping and reference).
-    Ksm(&'a FolioPage),
+    /// A page of a KSM folio, held (which gets a new mapping and reference).
+    Ksm(&'a HeldPage),
     /// The zero page (KSM's `use_zero_pages`), marked dirty to tell it was KSM's.
     Zero,
 }
 
 /// Write-protects the page table entry through which `vma` maps the locked small folio `folio`
-/// (as [`write_protect`]), and if `same()` then says that the page's contents equal those of
-/// `with`, maps `with` there instead (C's `write_protect_page()`, `pages_identical()` and
+/// at `addr` (as [`write_protect`]), and if `same()` then says that the page's contents equal
+/// those of `with`, maps `with` there instead (C's `write_protect_page()`, `pages_identical()` and
 /// `replace_page()`); the folio loses that mapping and the reference it held. The caller holds
 /// the area's mmap lock and one reference on the folio (besides its mappings).
 ///
@@ -625,16 +633,14 @@ pub enum Replacement<'a> {
 /// (the entry is then left write-protected, as C leaves it).
 pub fn replace_if_same(
     vma: &VmArea,
+    addr: usize,
     folio: &impl LockedFolio,
     with: Replacement<'_>,
     same: impl FnOnce() -> bool,
 ) -> Result {
     let f = folio.locked_folio();
-    if f.is_large() {
-        return Err(EFAULT);
-    }
+    let addr = small_folio_at(f, vma, addr)?;
     let page = f.page(0);
-    let addr = address_in_vma(page, vma)?;
     let mm = vma.mm();
     let _inv = Invalidation::start(mm, addr);
     let mut pte = LockedPte::find(vma, f, addr).ok_or(EFAULT)?;
@@ -648,8 +654,8 @@ pub fn replace_if_same(
     }
     let prot = vma.page_prot();
     let new = match with {
-        Replacement::Ksm(kpage) => {
-            let kfolio = kpage.folio();
+        Replacement::Ksm(held) => {
+            let (kfolio, kpage) = (held.folio(), held.page());
             // The new mapping holds a reference, and is in the reverse map.
             core::mem::forget(kfolio.get());
             // SAFETY: The KSM folio is valid and locked by the caller's KSM code; `addr` is in
@@ -758,14 +764,21 @@ pub fn anon_pages(
         }
         let mut pte = table;
         while addr < stop && out.len() < max {
+            let mut folio = ptr::null_mut();
             // SAFETY: `pte` is the entry of `addr` in the table mapped and locked above (`addr`
             // stays within the range the table maps); the area is valid, its mmap lock held.
             let page = unsafe {
-                bindings::vm_normal_anon_page_get(vma.as_raw(), addr as _, bindings::ptep_get(pte))
+                bindings::vm_normal_anon_page_get(
+                    vma.as_raw(),
+                    addr as _,
+                    bindings::ptep_get(pte),
+                    &mut folio,
+                )
             };
-            if let Some(page) = NonNull::new(page) {
-                // SAFETY: The helper took a reference on the page's folio, handed over here.
-                let held = unsafe { HeldPage::from_raw(page) };
+            if let (Some(page), Some(folio)) = (NonNull::new(page), NonNull::new(folio)) {
+                // SAFETY: The helper took a reference on `folio`, the page's folio, handed over
+                // here.
+                let held = unsafe { HeldPage::from_raw(page, folio) };
                 // Cannot fail: there is room (checked above).
                 let _ = out.push_within_capacity((addr, held));
             }
@@ -833,19 +846,6 @@ pub fn break_ksm(vma: &VmArea, addr: usize, lock_vma: Option<&MmWriteLocked<'_>>
     } else {
         Ok(())
     }
-}
-
-/// Splits the locked folio of `page` if it is a large one (C's `split_huge_page()`).
-pub fn split_if_large(page: &FolioPage, _locked: &impl LockedFolio) -> Result {
-    // SAFETY: The page is valid and its folio locked, as splitting requires.
-    if unsafe { bindings::page_trans_compound(page.as_raw()) } {
-        // SAFETY: As above.
-        let r = unsafe { bindings::split_huge_page(page.as_raw()) };
-        if r != 0 {
-            return Err(EBUSY);
-        }
-    }
-    Ok(())
 }
 
 /// The number of zero pages KSM has mapped (C's `ksm_zero_pages`).

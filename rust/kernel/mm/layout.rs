@@ -25,6 +25,7 @@ layout! {
     "sizeof(struct rb_root)" => size_of::<bindings::rb_root>(),
     "sizeof(struct hlist_node)" => size_of::<bindings::hlist_node>(),
     "sizeof(struct list_head)" => size_of::<bindings::list_head>(),
+    "folio.page" => offset_of!(bindings::folio, __bindgen_anon_1.page),
     "sizeof(struct folio_walk)" => size_of::<bindings::folio_walk>(),
     "folio_walk.page" => offset_of!(bindings::folio_walk, page),
     "folio_walk.pte" => offset_of!(bindings::folio_walk, __bindgen_anon_2.pte),

@@ -83,10 +83,11 @@ enum With<'a> {
     Zero,
 }
 
-/// Merges the page mapped at `vma` into `with` (C's `try_to_merge_one_page()`): locks it
-/// (without waiting), splits it if it is part of a large folio, write-protects its mapping, and
-/// then either makes it a KSM page or, if its contents equal `with`'s, maps `with` instead.
-fn merge_one(vma: &VmArea, page: &HeldPage, with: With<'_>) -> Result {
+/// Merges the page mapped at `addr` of `vma` into `with` (C's `try_to_merge_one_page()`):
+/// locks it (without waiting), splits it if it is part of a large folio, write-protects its
+/// mapping, and then either makes it a KSM page or, if its contents equal `with`'s, maps `with`
+/// instead. Fails if `page` is not the page mapped there (any more).
+fn merge_one(vma: &VmArea, addr: usize, page: &HeldPage, with: With<'_>) -> Result {
     if let With::Ksm(k) = &with {
         if core::ptr::eq(k.page(), page.page()) {
             // A KSM page a fork shares: nothing to do.
@@ -98,12 +99,12 @@ fn merge_one(vma: &VmArea, page: &HeldPage, with: With<'_>) -> Result {
     }
     // Wait for nothing: come back to a locked page later.
     let locked = page.try_lock().ok_or(EFAULT)?;
-    mmksm::split_if_large(page.page(), &locked).map_err(|_| EFAULT)?;
+    locked.split_if_large().map_err(|_| EFAULT)?;
     // If the page is mapped only here its entry may be writable; either way the lock and the
     // reference count check make sure nobody writes it behind our back from here on.
     match with {
         With::Become => {
-            mmksm::write_protect(vma, &locked)?;
+            mmksm::write_protect(vma, addr, &locked)?;
             mmksm::set_ksm_node::<StableNode<KsmBackend>>(&locked, None);
             locked.mark_accessed();
             // Reclaim frees a clean page without dirty entries: make sure a KSM page is swapped.
@@ -111,10 +112,12 @@ fn merge_one(vma: &VmArea, page: &HeldPage, with: With<'_>) -> Result {
             Ok(())
         }
         // Write-protected, compared and replaced under one hold of the page table lock.
-        With::Ksm(k) => mmksm::replace_if_same(vma, &locked, Replacement::Ksm(k.page()), || {
-            page.page().bytes().same_as(&k.page().bytes())
-        }),
-        With::Zero => mmksm::replace_if_same(vma, &locked, Replacement::Zero, || {
+        With::Ksm(k) => {
+            mmksm::replace_if_same(vma, addr, &locked, Replacement::Ksm(k), || {
+                page.page().bytes().same_as(&k.page().bytes())
+            })
+        }
+        With::Zero => mmksm::replace_if_same(vma, addr, &locked, Replacement::Zero, || {
             page.page().bytes().is_zero()
         }),
     }
@@ -134,7 +137,8 @@ impl KsmBackend {
         let guard = m.mm().mmap_read_lock();
         let r = match find_mergeable_vma(&guard, m.addr()) {
             None => Err(EFAULT),
-            Some(vma) => merge_one(vma, page, kpage.map_or(With::Become, With::Ksm)).map(|()| {
+            Some(vma) => merge_one(vma, m.addr(), page, kpage.map_or(With::Become, With::Ksm))
+                .map(|()| {
                 if let Some(av) = AnonVma::of(vma) {
                     drop(item.extra().set(av));
                 }
@@ -263,7 +267,7 @@ impl Backend for KsmBackend {
             // The area is gone: nothing more to do with this page.
             return true;
         };
-        let r = merge_one(vma, &page.0, With::Zero);
+        let r = merge_one(vma, m.addr(), &page.0, With::Zero);
         mmksm::trace::merge_one_page(
             kernel::mm::folio::FolioPage::zero(m.addr()).pfn().value(),
             (item as *const RmapItem<Self>).cast(),

@@ -17,7 +17,9 @@ use kernel::hlist::{self, HList, HListOwner, TokenCell};
 use kernel::mm::contents::PageBytes;
 use kernel::page::PAGE_SIZE;
 use kernel::prelude::*;
-use kernel::search_tree::{BoxTree, Occupied, Prune, Step, TreeLinks, TreeNode, Visit, Walk};
+use kernel::search_tree::{
+    BoxTree, Occupied, PlaceMark, Prune, Step, TreeLinks, TreeNode, Visit, Walk,
+};
 
 /// A chain's dups, and when its stale dups were last pruned all at once.
 struct Chain<B: Backend> {
@@ -215,6 +217,15 @@ impl<'a, B: Backend> NodeRef<'a, B> {
     }
 }
 
+/// Where a lookup that found no node of its key's contents would put one: taken by
+/// [`StableTree::insert`] without walking again, if the tree has not changed since.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Insertion {
+    mark: PlaceMark,
+    /// The tree's floor once a page is put there.
+    floor: usize,
+}
+
 /// A stable node a lookup found (borrowed from the tree for `'a`), with its KSM page held.
 pub(crate) struct Found<'a, 'b, B: Backend + 'b> {
     /// The node.
@@ -230,8 +241,9 @@ pub(crate) enum Search<'a, 'b, B: Backend> {
     /// An equal KSM page that lies on another NUMA node than the tree's (it was migrated there):
     /// its node was taken out of the tree, for the caller to put in its node's tree.
     Misplaced(Pin<KBox<StableNode<B>>>),
-    /// No equal page that may take one more mapping.
-    Miss,
+    /// No equal page that may take one more mapping; where the key's page would go into the
+    /// tree, if it is not there at all (see [`StableTree::insert`]).
+    Miss(Option<Insertion>),
     /// With [`Settings::trust_checksum`]: the node of the key's checksum that the lookup met
     /// differs from the key (a checksum collision), and the lookup must be made again without
     /// trusting checksums.
@@ -605,6 +617,7 @@ impl<B: Backend> StableTree<B> {
         c: &mut Counters,
         misplaced: impl Fn(&B::Page<'_>) -> bool,
     ) -> Search<'a, 'b, B> {
+        let was_empty = self.tree.is_empty();
         let d = Self::descend(
             &mut self.tree,
             self.floor,
@@ -616,8 +629,15 @@ impl<B: Backend> StableTree<B> {
             stats,
             c,
         );
-        let (Walk::Stopped(mut at), Some((mut dup, page))) = (d.walk, d.hit) else {
-            return Search::Miss;
+        let (mut at, (mut dup, page)) = match (d.walk, d.hit) {
+            (Walk::Stopped(at), Some(hit)) => (at, hit),
+            (Walk::Vacant(mut place), _) => {
+                return Search::Miss(Some(Insertion {
+                    mark: place.mark(),
+                    floor: d.descent.floor_after_insert(was_empty),
+                }))
+            }
+            _ => return Search::Miss(None),
         };
         if set.trust_checksum {
             // A node taken on its checksum is proven by the caller's merge; but one that would
@@ -637,7 +657,7 @@ impl<B: Backend> StableTree<B> {
             drop(page);
             return match Self::take_at(backend, token, at, dup, c) {
                 Some(node) => Search::Misplaced(node),
-                None => Search::Miss,
+                None => Search::Miss(None),
             };
         }
         // A chain down to one dup is no chain: the dup takes its place in the tree.
@@ -668,7 +688,7 @@ impl<B: Backend> StableTree<B> {
             dup,
         };
         if !node.get(token).has_room(set.max_page_sharing) {
-            return Search::Miss;
+            return Search::Miss(None);
         }
         Search::Found(Found { node, page })
     }
@@ -800,6 +820,9 @@ impl<B: Backend> StableTree<B> {
     /// node `nid` (C's `stable_tree_insert`). If the tree has a node of equal contents (a full
     /// one), the page becomes a dup of it, which turns into a chain if it is not one yet.
     ///
+    /// `at`, where a lookup of this key missed ([`Search::Miss`]), saves walking the tree again
+    /// if the tree has not changed since.
+    ///
     /// Returns the new node, to which the caller appends the page's mappings.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn insert<'a>(
@@ -812,8 +835,17 @@ impl<B: Backend> StableTree<B> {
         set: Settings,
         stats: &mut Stats,
         c: &mut Counters,
+        at: Option<Insertion>,
     ) -> Result<NodeRef<'a, B>> {
         let new = StableNode::new(Kind::Page(page), nid, key.sum, token)?;
+        // Where a lookup of the same key just missed, if nothing changed the tree since.
+        if let Some(at) = at.filter(|at| self.tree.holds_place(&at.mark)) {
+            // Checked just above, with the tree borrowed since: the place is there.
+            let place = self.tree.vacant_at(at.mark).ok_or(EINVAL)?;
+            let node = place.try_insert(new).map_err(|_| ENOMEM)?;
+            self.floor = at.floor;
+            return Ok(NodeRef { node, dup: None });
+        }
         self.insert_node(backend, token, key.bytes, new, set, stats, c)
             .map_err(|_| ENOMEM)
     }

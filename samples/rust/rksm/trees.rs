@@ -5,7 +5,7 @@
 use crate::backend::{Backend, Contents};
 use crate::compare::{Key, Order, Stats};
 use crate::item::{Place, RmapItem};
-use crate::stable::{self, Counters, Search, Settings, StableNode, StableTree};
+use crate::stable::{self, Counters, Insertion, Search, Settings, StableNode, StableTree};
 use crate::unstable::{Lookup, UnstableTree};
 use core::pin::Pin;
 use kernel::hlist::Token;
@@ -477,7 +477,7 @@ impl<B: Backend> Trees<B> {
         // pages turn out to differ (a checksum collision, or the page changed), the lookup is
         // made again comparing contents, and finds the equal page if there is one, as C's would.
         let mut trust = trust && set.order == Order::Checksum;
-        let moved = loop {
+        let (moved, at) = loop {
             let look = Settings {
                 trust_checksum: trust,
                 ..set
@@ -493,8 +493,8 @@ impl<B: Backend> Trees<B> {
                     };
                 }
                 Search::Unproven => trust = false,
-                Search::Misplaced(node) => break Some(node),
-                Search::Miss => break None,
+                Search::Misplaced(node) => break (Some(node), None),
+                Search::Miss(at) => break (None, at),
             }
         };
         if let Some(node) = moved {
@@ -511,6 +511,10 @@ impl<B: Backend> Trees<B> {
         let mut step = UnstableStep {
             tree: &mut unstable[idx],
             stable,
+            // The page's place in the stable tree, where its node goes if it merges (the tree
+            // of the new KSM page's node is that of the page, whose node it is), unless the tree
+            // changed meanwhile.
+            at,
             backend,
             token,
             counters,
@@ -613,6 +617,8 @@ pub(crate) fn join_merging<'b, B: Backend, T>(
 struct UnstableStep<'s, B: Backend> {
     tree: &'s mut UnstableTree<B>,
     stable: &'s mut KVec<StableTree<B>>,
+    /// Where the stable lookup of the page missed.
+    at: Option<Insertion>,
     backend: &'s B,
     token: &'s mut B::Token,
     counters: &'s mut Counters,
@@ -671,8 +677,9 @@ impl<B: Backend> UnstableStep<'_, B> {
         let key = Key::new(&bytes, item.checksum());
         let locked = backend.lock(page);
         let (token, counters) = (&mut *self.token, &mut *self.counters);
+        let at = if kidx == self.idx { self.at } else { None };
         let node = match self.stable[kidx].insert(
-            backend, token, &key, ksm, kidx, set, self.stats, counters,
+            backend, token, &key, ksm, kidx, set, self.stats, counters, at,
         ) {
             Ok(node) => node,
             Err(_) => {

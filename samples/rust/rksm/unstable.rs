@@ -158,9 +158,12 @@ impl<B: Backend> UnstableTree<B> {
                 return step;
             }
             if trust {
-                // Taken on its checksum; an item whose page is gone is compared instead.
+                // Taken on its checksum, with the page it had when it was inserted if that frame
+                // still holds a page (the merge fails if its mapping maps another page now), or
+                // the page it maps; an item whose page is gone is compared instead.
                 if let Some(page) = backend
-                    .item_page(node.mapping())
+                    .peek_page(node)
+                    .or_else(|| backend.item_page(node.mapping()))
                     .filter(|p| !backend.same_page(p, key))
                 {
                     descent.trusted();
