@@ -252,7 +252,7 @@ impl WaitQueue {
 
 /// A job lent to a [`Crew`]: a closure whose lifetime [`Crew::run_beside`] erased.
 #[derive(Clone, Copy)]
-struct Job(*const (dyn Fn() + Sync));
+struct Job(*const (dyn Fn(usize) + Sync));
 
 // SAFETY: The closure is `Sync`, so it may be called from any thread; `Crew::run_beside` keeps
 // it alive while any thread may call it.
@@ -268,12 +268,15 @@ struct CrewState {
     room: usize,
     /// How many helpers are running the job.
     busy: usize,
+    /// How many helpers joined the job (the next one's number is one more).
+    joined: usize,
 }
 
 /// Kernel threads that help one leading thread run a job: a fork and join in which the leader and
 /// the helpers that join all call the same closure, which shares the work out itself (taking
 /// items from a shared counter, say), and the leader goes on only once every helper that
-/// joined has returned from it.
+/// joined has returned from it. Each call is given its thread's number in the job: 0 for the
+/// leader, and 1, 2, ... for the helpers in the order they joined.
 ///
 /// Helpers are kernel threads that call [`Crew::serve`]; a crew with no helper serving it runs
 /// every job on the leader alone. Helpers that are frozen, or busy elsewhere, simply do not join:
@@ -290,7 +293,8 @@ struct CrewState {
 ///
 /// let crew = KBox::pin_init(Crew::new(), GFP_KERNEL)?;
 /// let calls = AtomicUsize::new(0);
-/// let job = || {
+/// let job = |i: usize| {
+///     assert_eq!(i, 0);
 ///     calls.fetch_add(1, Relaxed);
 /// };
 /// assert_eq!(crew.run_beside(1, &job, || 7), 7);
@@ -323,6 +327,7 @@ impl Crew {
                     round: 0,
                     room: 0,
                     busy: 0,
+                    joined: 0,
                 },
                 "crew_state"
             ),
@@ -334,7 +339,7 @@ impl Crew {
     /// Runs `job` on the calling thread and on up to `helpers` helpers at once; returns once
     /// every call has returned.
     #[inline]
-    pub fn run(&self, helpers: usize, job: &(dyn Fn() + Sync)) {
+    pub fn run(&self, helpers: usize, job: &(dyn Fn(usize) + Sync)) {
         self.run_beside(helpers, job, || ())
     }
 
@@ -343,22 +348,23 @@ impl Crew {
     pub fn run_beside<R>(
         &self,
         helpers: usize,
-        job: &(dyn Fn() + Sync),
+        job: &(dyn Fn(usize) + Sync),
         own: impl FnOnce() -> R,
     ) -> R {
         if helpers == 0 {
             let r = own();
-            job();
+            job(0);
             return r;
         }
         // SAFETY: Only the lifetime changes (the pointer types have the same layout). The
         // pointer is called only by helpers that join while the job is on offer; it is withdrawn
         // below before this function waits for every helper that joined to return, so no call
         // outlives the borrow of `job`.
-        let raw: *const (dyn Fn() + Sync + 'static) = unsafe {
-            core::mem::transmute::<*const (dyn Fn() + Sync + '_), *const (dyn Fn() + Sync + 'static)>(
-                job,
-            )
+        let raw: *const (dyn Fn(usize) + Sync + 'static) = unsafe {
+            core::mem::transmute::<
+                *const (dyn Fn(usize) + Sync + '_),
+                *const (dyn Fn(usize) + Sync + 'static),
+            >(job)
         };
         {
             let mut st = self.state.lock();
@@ -366,10 +372,11 @@ impl Crew {
             st.job = Some(Job(raw));
             st.round = st.round.wrapping_add(1);
             st.room = helpers;
+            st.joined = 0;
         }
         self.start.wake_up_all();
         let r = own();
-        job();
+        job(0);
         self.state.lock().job = None;
         self.done
             .wait_freezable(|| self.state.lock().busy == 0, None);
@@ -387,21 +394,22 @@ impl Crew {
         while !should_stop() {
             self.start
                 .wait_freezable(|| should_stop() || open(seen), None);
-            let job = {
+            let (job, number) = {
                 let mut st = self.state.lock();
                 match st.job {
                     Some(job) if st.round != seen && st.room > 0 => {
                         st.room -= 1;
                         st.busy += 1;
+                        st.joined += 1;
                         seen = st.round;
-                        job
+                        (job, st.joined)
                     }
                     _ => continue,
                 }
             };
             // SAFETY: The job was on offer when this helper joined (counted in `busy`);
             // `run_beside` keeps the closure alive until `busy` drops back to 0 (type invariant).
-            unsafe { (*job.0)() };
+            unsafe { (*job.0)(number) };
             let idle = {
                 let mut st = self.state.lock();
                 st.busy -= 1;
@@ -415,7 +423,9 @@ impl Crew {
 }
 
 /// The elements of a slice shared out among the threads of a [`Crew`] job: each element goes,
-/// to change, to exactly one of the threads that call [`WorkList::take`].
+/// to change, to exactly one of the threads that call [`WorkList::take`] or
+/// [`WorkList::take_back`]. Threads that take from opposite ends work on elements far apart
+/// until they meet (pages of different page tables, say, whose locks they then do not share).
 ///
 /// # Examples
 ///
@@ -426,61 +436,102 @@ impl Crew {
 /// {
 ///     let work = WorkList::new(&mut v);
 ///     let mut n = 0;
+///     if let Some(x) = work.take_back() {
+///         assert_eq!(*x, 3);
+///         *x *= 10;
+///         n += 1;
+///     }
 ///     while let Some(x) = work.take() {
 ///         *x *= 10;
 ///         n += 1;
 ///     }
 ///     assert_eq!(n, 3);
 ///     assert!(work.take().is_none());
+///     assert!(work.take_back().is_none());
 /// }
 /// assert_eq!(v, [10, 20, 30]);
 /// ```
 ///
 /// # Invariants
 ///
-/// `ptr` and `len` are those of a slice borrowed mutably for `'a`; `next` counts the elements
-/// handed out (the first `min(next, len)`), each at most once.
+/// `ptr` is that of a slice borrowed mutably for `'a`; `ends` holds the index of the first
+/// element not handed out from the front (low 32 bits) and one past the last element not handed
+/// out from the back (high 32 bits), both within the slice: the elements before the first and
+/// from the second on were handed out, each once.
 pub struct WorkList<'a, T> {
     ptr: *mut T,
-    len: usize,
-    next: core::sync::atomic::AtomicUsize,
+    ends: core::sync::atomic::AtomicU64,
     _slice: core::marker::PhantomData<&'a mut [T]>,
 }
 
-// SAFETY: Every element goes to one thread only (`take`), so sharing the list only moves
+// SAFETY: Every element goes to one thread only (`take`, `take_back`), so sharing the list only moves
 // exclusive access to elements between threads, which `T: Send` allows.
 unsafe impl<T: Send> Sync for WorkList<'_, T> {}
 
 impl<'a, T> WorkList<'a, T> {
-    /// A list of the elements of `slice`, in order.
+    /// A list of the elements of `slice`, in order (at most `u32::MAX` of them are handed out).
     #[inline]
     pub fn new(slice: &'a mut [T]) -> Self {
+        let len = slice.len().min(u32::MAX as usize);
         // INVARIANT: The slice is borrowed mutably for `'a`; nothing was handed out.
         Self {
             ptr: slice.as_mut_ptr(),
-            len: slice.len(),
-            next: core::sync::atomic::AtomicUsize::new(0),
+            ends: core::sync::atomic::AtomicU64::new((len as u64) << 32),
             _slice: core::marker::PhantomData,
         }
     }
 
-    /// The next element no thread took yet, if any.
-    // `&mut` from `&self` is the point: the counter hands each element out once, so the shared
-    // list gives each thread exclusive access to different elements.
-    #[allow(clippy::mut_from_ref)]
-    pub fn take(&self) -> Option<&mut T> {
-        let i = self
-            .next
-            .fetch_add(1, core::sync::atomic::Ordering::Relaxed);
-        if i >= self.len {
-            // Keep the counter from wrapping around, however often it is asked.
-            self.next
-                .store(self.len, core::sync::atomic::Ordering::Relaxed);
-            return None;
+    /// Moves one of the ends inwards, if the two have not met; the index of the element passed.
+    #[inline]
+    fn advance(&self, back: bool) -> Option<usize> {
+        use core::sync::atomic::Ordering::Relaxed;
+        let mut ends = self.ends.load(Relaxed);
+        loop {
+            let (front, end) = (ends & u64::from(u32::MAX), ends >> 32);
+            if front >= end {
+                return None;
+            }
+            let (next, i) = if back {
+                (ends - (1 << 32), end - 1)
+            } else {
+                (ends + 1, front)
+            };
+            match self.ends.compare_exchange_weak(ends, next, Relaxed, Relaxed) {
+                Ok(_) => return Some(i as usize),
+                Err(now) => ends = now,
+            }
         }
-        // SAFETY: `i < len`, so the element is in the slice, borrowed mutably for `'a`, which
-        // outlives `&self`; the counter hands out each index once, so no other reference to this
-        // element exists.
-        Some(unsafe { &mut *self.ptr.add(i) })
+    }
+
+    /// Element `i`.
+    ///
+    /// # Safety
+    ///
+    /// `i` was just handed out by [`WorkList::advance`] (to this caller only).
+    #[allow(clippy::mut_from_ref)]
+    #[inline]
+    unsafe fn element(&self, i: usize) -> &mut T {
+        // SAFETY: `i` is within the slice (the ends only move inwards from its bounds), which is
+        // borrowed mutably for `'a`, which outlives `&self`; the ends hand out each index once,
+        // so no other reference to this element exists.
+        unsafe { &mut *self.ptr.add(i) }
+    }
+
+    /// The first element no thread took yet, if any.
+    // `&mut` from `&self` is the point: the ends hand each element out once, so the shared list
+    // gives each thread exclusive access to different elements.
+    #[allow(clippy::mut_from_ref)]
+    #[inline]
+    pub fn take(&self) -> Option<&mut T> {
+        // SAFETY: `i` was just handed out to this caller.
+        self.advance(false).map(|i| unsafe { self.element(i) })
+    }
+
+    /// The last element no thread took yet, if any.
+    #[allow(clippy::mut_from_ref)]
+    #[inline]
+    pub fn take_back(&self) -> Option<&mut T> {
+        // SAFETY: `i` was just handed out to this caller.
+        self.advance(true).map(|i| unsafe { self.element(i) })
     }
 }
