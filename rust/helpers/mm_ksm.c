@@ -225,7 +225,6 @@ bool rust_helper_folio_trylock(struct folio *folio)
 	return folio_trylock(folio);
 }
 
-
 bool rust_helper_folio_test_locked(struct folio *folio)
 {
 	return folio_test_locked(folio);

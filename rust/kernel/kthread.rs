@@ -496,7 +496,10 @@ impl<'a, T> WorkList<'a, T> {
             } else {
                 (ends + 1, front)
             };
-            match self.ends.compare_exchange_weak(ends, next, Relaxed, Relaxed) {
+            match self
+                .ends
+                .compare_exchange_weak(ends, next, Relaxed, Relaxed)
+            {
                 Ok(_) => return Some(i as usize),
                 Err(now) => ends = now,
             }

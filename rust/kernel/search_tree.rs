@@ -760,6 +760,10 @@ impl<T: TreeNode> BoxTree<T> {
 
     /// Walks like [`BoxTree::walk_prune`], but asks `pass` first at each node, and `visit` only
     /// where `pass` gives no direction (see [`BoxTree::walk_mut_with`]).
+    // `pass` is called through a closure of its own: through `&mut pass`, the compiler left the
+    // call out of line (the `FnMut` impl for `&mut F` is not marked inline), which cost a call per
+    // node.
+    #[allow(clippy::redundant_closure)]
     #[inline]
     pub fn walk_prune_with(
         &mut self,
@@ -768,13 +772,16 @@ impl<T: TreeNode> BoxTree<T> {
     ) -> Walk<'_, T, Self> {
         loop {
             let mut remove = false;
-            let end = self.raw.descend(|elem| pass(elem), |elem| match visit(Visit::At(elem)) {
-                Prune::Go(step) => step,
-                Prune::Remove => {
-                    remove = true;
-                    Step::Stop
-                }
-            });
+            let end = self.raw.descend(
+                |elem| pass(elem),
+                |elem| match visit(Visit::At(elem)) {
+                    Prune::Go(step) => step,
+                    Prune::Remove => {
+                        remove = true;
+                        Step::Stop
+                    }
+                },
+            );
             match end {
                 Ok(node) if remove => {
                     // SAFETY: `descend` stopped at a node of this tree.
@@ -1071,7 +1078,10 @@ impl<'a, T: TreeNode, R: Tree<T>> Vacant<'a, T, R> {
         // A tree is changed only by linking, unlinking or replacing nodes (the links of a node
         // in a tree are written only by the tree), each of which counts a change: unchanged, the
         // parent is still a node of the tree and its child slot still free.
-        tree.raw().holds(&mark).then(|| Self {
+        if !tree.raw().holds(&mark) {
+            return None;
+        }
+        Some(Self {
             tree,
             parent: mark.parent,
             left: mark.left,

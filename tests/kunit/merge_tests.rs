@@ -450,7 +450,11 @@ fn unstable_checksum_collision_falls_back_to_contents() -> TestResult {
     let mut f = Fix::new(&p, 1, 3).check()?;
     kunit_ensure_eq!(
         &f.pass(0..3)[..],
-        &[Some(Outcome::Volatile), Some(Outcome::Volatile), Some(Outcome::Volatile)]
+        &[
+            Some(Outcome::Volatile),
+            Some(Outcome::Volatile),
+            Some(Outcome::Volatile)
+        ]
     );
     f.t.reset_unstable();
     kunit_ensure_eq!(f.visit(0), Some(Outcome::Inserted));

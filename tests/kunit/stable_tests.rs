@@ -53,7 +53,10 @@ fn build(p: &TestPages, n: usize, set: Settings, stats: &mut Stats) -> Result<Fi
         let bytes = held.bytes();
         let key = Key::of(&bytes);
         // As the trees insert: where a lookup of the page missed, without walking again.
-        let at = match f.tree.search(p, &mut f.token, &key, set, stats, &mut f.c, |_| false) {
+        let at = match f
+            .tree
+            .search(p, &mut f.token, &key, set, stats, &mut f.c, |_| false)
+        {
             Search::Miss(at) => at,
             _ => None,
         };

@@ -147,7 +147,8 @@ impl Folio {
             // The first page is the folio's own `struct page`, at its start (C's
             // `folio_page(folio, 0)` is `&folio->page`; `kernel::mm::layout` checks the offset).
             let page = self.as_raw().cast::<u8>();
-            const _: () = assert!(core::mem::offset_of!(bindings::folio, __bindgen_anon_1.page) == 0);
+            const _: () =
+                assert!(core::mem::offset_of!(bindings::folio, __bindgen_anon_1.page) == 0);
             // SAFETY: As below, for the first page.
             return unsafe { FolioPage::from_raw(page.cast()) };
         }

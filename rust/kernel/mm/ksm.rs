@@ -647,7 +647,11 @@ pub fn replace_if_same(
     let (entry, cleared) = protect(&mut pte, f)?;
     // The entry that goes back if the contents differ: the write-protected one, or, if it was
     // read-only already, what it is when cleared now (with the accessed bit of any access since).
-    let entry = if cleared { entry } else { pte.clear_flush(f.pfn()) };
+    let entry = if cleared {
+        entry
+    } else {
+        pte.clear_flush(f.pfn())
+    };
     if !same() {
         pte.set(entry);
         return Err(EFAULT);

@@ -112,11 +112,9 @@ fn merge_one(vma: &VmArea, addr: usize, page: &HeldPage, with: With<'_>) -> Resu
             Ok(())
         }
         // Write-protected, compared and replaced under one hold of the page table lock.
-        With::Ksm(k) => {
-            mmksm::replace_if_same(vma, addr, &locked, Replacement::Ksm(k), || {
-                page.page().bytes().same_as(&k.page().bytes())
-            })
-        }
+        With::Ksm(k) => mmksm::replace_if_same(vma, addr, &locked, Replacement::Ksm(k), || {
+            page.page().bytes().same_as(&k.page().bytes())
+        }),
         With::Zero => mmksm::replace_if_same(vma, addr, &locked, Replacement::Zero, || {
             page.page().bytes().is_zero()
         }),
@@ -137,12 +135,13 @@ impl KsmBackend {
         let guard = m.mm().mmap_read_lock();
         let r = match find_mergeable_vma(&guard, m.addr()) {
             None => Err(EFAULT),
-            Some(vma) => merge_one(vma, m.addr(), page, kpage.map_or(With::Become, With::Ksm))
-                .map(|()| {
-                if let Some(av) = AnonVma::of(vma) {
-                    drop(item.extra().set(av));
-                }
-            }),
+            Some(vma) => {
+                merge_one(vma, m.addr(), page, kpage.map_or(With::Become, With::Ksm)).map(|()| {
+                    if let Some(av) = AnonVma::of(vma) {
+                        drop(item.extra().set(av));
+                    }
+                })
+            }
         };
         drop(guard);
         let kpfn = kpage.unwrap_or(page).page().pfn().value();

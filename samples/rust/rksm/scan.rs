@@ -602,7 +602,8 @@ impl Ksm {
                     let locked = b.lock(page);
                     b.node_of(&locked).map_or(0, |n| n.shard())
                 };
-                return self.in_shard_for_batch(shard, |t, token| t.list_fork(b, token, item, page));
+                return self
+                    .in_shard_for_batch(shard, |t, token| t.list_fork(b, token, item, page));
             }
         };
         let to = shard_of(item.checksum());
@@ -618,7 +619,9 @@ impl Ksm {
                     t.join(b, token, item, page, trust)
                 })
             },
-            |(), kpage| self.in_shard_for_batch(to, |t, token| t.append_merged(b, token, item, kpage)),
+            |(), kpage| {
+                self.in_shard_for_batch(to, |t, token| t.append_merged(b, token, item, kpage))
+            },
         )
     }
 
@@ -912,7 +915,8 @@ impl ScanState {
                     return Gathered::SlotEnd;
                 }
                 kthread::cond_resched();
-                let next = mmksm::anon_pages(vma, self.address, vma.end(), found, want - batch.len());
+                let next =
+                    mmksm::anon_pages(vma, self.address, vma.end(), found, want - batch.len());
                 // In address order, as the slot's list of items is.
                 found.as_mut_slice().reverse();
                 while let Some((addr, held)) = found.pop() {
