@@ -76,6 +76,14 @@ pub(crate) trait Backend: Sized {
     /// Whether `page` is the KSM page of `node`.
     fn page_is(&self, page: &Self::Page<'_>, node: &StableNode<Self>) -> bool;
 
+    /// Whether `item`'s mapping still maps `page`, the KSM page of the stable node it is listed
+    /// under, which has `listed` mappings listed: the page was looked up a moment before (a scan
+    /// looks a batch of pages up before it works on them), and a write may have given the
+    /// mapping a copy of its own since. Cheap when every listed mapping still maps the page.
+    fn still_maps(&self, _item: &RmapItem<Self>, _page: &Self::Page<'_>, _listed: usize) -> bool {
+        true
+    }
+
     /// Whether `page` is a KSM page (of some node, or still of none).
     fn is_ksm(&self, page: &Self::Page<'_>) -> bool;
 

@@ -208,6 +208,16 @@ impl Backend for KsmBackend {
             && page.0.folio().is_ksm()
     }
 
+    fn still_maps(&self, item: &RmapItem<Self>, page: &Page, listed: usize) -> bool {
+        // Each listed mapping mapped the page when it was merged: unless some of them were given
+        // a copy since (or unmapped), the page has at least as many mappings as are listed.
+        if usize::try_from(page.0.folio().mapcount()).is_ok_and(|n| n >= listed) {
+            return true;
+        }
+        self.item_page(item.mapping())
+            .is_some_and(|now| self.same_page(&now, page))
+    }
+
     fn is_ksm(&self, page: &Page) -> bool {
         page.0.folio().is_ksm()
     }

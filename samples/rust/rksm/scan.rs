@@ -41,7 +41,7 @@ use crate::item::{RmapItem, MAX_NIDS, MAX_SHARDS};
 use crate::knobs::{self, STATS};
 use crate::real::{KsmBackend, KsmToken, Mapping, Page};
 use crate::trees::{self, Joined, Left, Outcome, Trees};
-use core::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 use kernel::c_str;
 use kernel::global::Global;
 use kernel::hlist::{Token, TokenCell};
@@ -59,7 +59,7 @@ use kernel::types::ARef;
 
 /// How many shards the trees are split into.
 pub(crate) const NR_SHARDS: usize = KsmToken::IDS;
-const _: () = assert!(NR_SHARDS <= MAX_SHARDS);
+const _: () = assert!(NR_SHARDS <= MAX_SHARDS && NR_SHARDS <= u64::BITS as usize);
 
 /// The most scanner threads (`scan_threads`), `ksmd` included.
 pub(crate) const MAX_SCAN_THREADS: u32 = 16;
@@ -258,6 +258,9 @@ pub(crate) struct Ksm {
     crew: Crew,
     /// How many helper threads were started (they are never stopped).
     helpers: AtomicUsize,
+    /// The shards whose counters a batch changed and that are not published yet (bit `i` for
+    /// shard `i`).
+    unpublished: AtomicU64,
     /// `ksmd` and its helpers, in order (under the scan lock).
     #[pin]
     threads: Mutex<KVec<KThread>>,
@@ -325,6 +328,7 @@ pub(crate) fn init() -> Result {
             crew <- Crew::new(),
             helpers: AtomicUsize::new(0),
             threads <- new_mutex!(KVec::new(), "ksm_threads"),
+            unpublished: AtomicU64::new(0),
         }),
         GFP_KERNEL,
     )?;
@@ -535,13 +539,23 @@ impl Ksm {
         i: usize,
         f: impl FnOnce(&mut Trees<KsmBackend>, &mut KsmToken) -> R,
     ) -> R {
+        let bit = 1u64 << i;
+        if self.unpublished.load(Relaxed) & bit == 0 {
+            self.unpublished.fetch_or(bit, Relaxed);
+        }
         self.shards[i].lock().work(f)
     }
 
-    /// Publishes every shard's counters (a batch is done).
+    /// Publishes the counters of the shards the batch worked in (it is done). Only those: a pass
+    /// ends right after its last batch, and a test that changes pages just after one pass ends
+    /// expects the pass that ends next to have seen the changes, as in C, where it ends on the
+    /// last page.
     fn publish_shards(&self) {
-        for s in self.shards.iter() {
-            s.lock().publish();
+        let mut dirty = self.unpublished.swap(0, Relaxed);
+        while dirty != 0 {
+            let i = dirty.trailing_zeros() as usize;
+            dirty &= dirty - 1;
+            self.shards[i].lock().publish();
         }
     }
 
@@ -645,7 +659,13 @@ impl Ksm {
                     work.take_back()
                 }
             };
+            // A chance to reschedule between pages, not after the last one: the pass may end
+            // right after it, and should do so as soon after looking at its pages as C's does.
+            let mut first = true;
             while let Some(e) = take() {
+                if !core::mem::take(&mut first) {
+                    kthread::cond_resched();
+                }
                 match e.page.take() {
                     Some(page) => {
                         self.merge_page(e.item.as_ref(), &page);
@@ -654,7 +674,6 @@ impl Ksm {
                         t.remove_item(&self.backend, token, &e.item)
                     }),
                 }
-                kthread::cond_resched();
             }
         };
         let helpers = if n < SHARED_BATCH {

@@ -370,6 +370,13 @@ impl<B: Backend> Trees<B> {
     ) -> Left {
         if let Place::Stable(node) = item.place(token) {
             if backend.page_is(page, node) {
+                if !backend.still_maps(&item, page, node.len()) {
+                    // The page was looked up a moment ago, and the item's mapping has been given
+                    // a page of its own since (a write copied it): the item is no longer merged.
+                    // It leaves the node, and its new page is looked at next pass.
+                    self.remove_item(backend, token, &item);
+                    return Left::Done(Outcome::Missed);
+                }
                 // Without merging across nodes, a KSM page that migrated to another node moves
                 // to that node's tree (C does so through `migrate_nodes`).
                 if !self.merge_across_nodes {
