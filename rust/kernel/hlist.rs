@@ -526,6 +526,7 @@ fn list_of<T: HListNode>(elem: &T) -> Option<(*mut ListWords, *const HList<T, T:
 }
 
 /// The owner of the list `elem` is on, for as long as the token is borrowed.
+#[inline]
 pub fn owner_of<'t, T: HListNode>(elem: &T, token: &'t T::Token) -> Option<&'t T::Owner> {
     let (_, list) = list_of(elem)?;
     // SAFETY: A list with an element on it is alive (see below).

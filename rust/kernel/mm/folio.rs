@@ -56,6 +56,7 @@ macro_rules! folio_test {
     ($(#[$m:meta] $name:ident => $helper:ident),* $(,)?) => {
         $(
             #[$m]
+            #[inline]
             pub fn $name(&self) -> bool {
                 // SAFETY: The folio is valid (type invariant); its flags are read atomically.
                 unsafe { bindings::$helper(self.as_raw()) }

@@ -73,6 +73,7 @@ impl<B: Backend> RmapItem<B> {
     }
 
     /// Where the item is; the stable node is borrowed for as long as the token.
+    #[inline]
     pub(crate) fn place<'t>(&self, token: &'t B::Token) -> Place<'t, B> {
         match self.links.linked() {
             Linked::Free => Place::Loose,
