@@ -3,7 +3,7 @@
 
 Starts PROCS ksmpages processes of MIB MiB in MODE, runs ksmd at full speed with THREADS threads,
 waits DELAY seconds after `run=1`, then samples every CPU with `perf record -e cpu-clock` for DUR
-seconds (DUR=0: until every page is merged), and writes to OUT the share of each command and the symbols of the ksmd threads. Run it in the VM, for instance:
+seconds (DUR=0: until every page is merged; PASS1=1: the first pass, from `run=1` on), and writes to OUT the share of each command and the symbols of the ksmd threads. Run it in the VM, for instance:
 
   KERNEL=build/bzImage-bench-rust scripts/vm.sh with
   CMD="python3 /work/main/scripts/dev/profile.py best build/prof-best-rust.txt"
@@ -38,13 +38,22 @@ def main():
         ksm_write("scan_threads", threads)
     exe = os.path.join(TOP, "build", "tests", "ksmpages")
     procs = [Proc(exe, mode, mib) for _ in range(procs_n)]
-    ksm_write("run", 1)
-    time.sleep(delay)
+    pass1 = os.environ.get("PASS1") == "1"
+    if not pass1:
+        ksm_write("run", 1)
+        time.sleep(delay)
     before = ksm_read("pages_sharing")
     data = "/tmp/perf.data"
     total = sum(p.pages for p in procs)
-    # DUR=0: sample until every page is merged (or a minute went by).
-    wait = ("import time\n"
+    # DUR=0: sample until every page is merged (or a minute went by). PASS1=1: sample the first
+    # pass only (the command being sampled starts ksmd and waits for full_scans to grow).
+    pass1_wait = ("import time\n"
+                  "def r(n): return int(open('/sys/kernel/mm/ksm/' + n).read())\n"
+                  "s = r('full_scans')\n"
+                  "open('/sys/kernel/mm/ksm/run', 'w').write('1')\n"
+                  "while r('full_scans') == s:\n"
+                  "    time.sleep(0.01)\n")
+    wait = pass1_wait if pass1 else ("import time\n"
             "def r(n): return int(open('/sys/kernel/mm/ksm/' + n).read())\n"
             "t = time.monotonic()\n"
             "while r('pages_shared') + r('pages_sharing') < %d and time.monotonic() - t < 60:\n"
