@@ -475,6 +475,53 @@ fn unstable_checksum_collision_falls_back_to_contents() -> TestResult {
     Ok(())
 }
 
+/// A page whose item recorded a checksum is looked up in the stable tree by it before its own
+/// checksum is taken (`Trees::stable_first`), with C's result, where the volatility gate comes
+/// first: a page that changed since its last visit waits one visit even when it now equals a
+/// KSM page, and a page that equalled a KSM page at its last visit but changed since does not
+/// merge (its merge, tried on the recorded checksum, fails) and records its new checksum.
+fn stable_first_keeps_the_volatility_gate() -> TestResult {
+    let p = TestPages::new(4, Pattern::Best).check()?;
+    let mut f = Fix::new(&p, 1, 2).check()?;
+    f.settle(0..2);
+    kunit_ensure_eq!(
+        (f.t.counters.pages_shared, f.t.counters.pages_sharing),
+        (1, 1)
+    );
+    let fill = [0x5a; 1];
+    // Other contents at its first visit, the KSM page's at its second: deferred, then merged.
+    p.write(2, 100, &[7]);
+    let a = f.add(2).check()?;
+    kunit_ensure_eq!(f.visit(a), Some(Outcome::Volatile));
+    p.write(2, 100, &fill);
+    let failed = merge_failures(&p);
+    kunit_ensure_eq!(f.visit(a), Some(Outcome::Volatile));
+    kunit_ensure_eq!(f.its[a].checksum(), p.held(2).bytes().checksum());
+    kunit_ensure_eq!(f.visit(a), Some(Outcome::MergedStable));
+    // Found by the recorded checksum and proven by the merge: no failed attempt.
+    kunit_ensure_eq!(merge_failures(&p), failed);
+    kunit_ensure_eq!(f.its[a].mapping().page(), f.its[0].mapping().page());
+    // The KSM page's contents at its first visit, other ones at its second: the merge tried on
+    // the recorded checksum fails, the gate defers the page, and it goes to the unstable tree
+    // once it keeps its contents.
+    let b = f.add(3).check()?;
+    kunit_ensure_eq!(f.visit(b), Some(Outcome::Volatile));
+    p.write(3, 100, &[7]);
+    let failed = merge_failures(&p);
+    kunit_ensure_eq!(f.visit(b), Some(Outcome::Volatile));
+    kunit_ensure_eq!(merge_failures(&p), failed + 1);
+    kunit_ensure_eq!(f.its[b].mapping().page(), 3);
+    kunit_ensure_eq!(f.its[b].checksum(), p.held(3).bytes().checksum());
+    kunit_ensure!(f.its[b].is_loose());
+    kunit_ensure_eq!(f.visit(b), Some(Outcome::Inserted));
+    kunit_ensure_eq!(merge_failures(&p), failed + 1);
+    kunit_ensure_eq!(
+        (f.t.counters.pages_shared, f.t.counters.pages_sharing),
+        (1, 2)
+    );
+    Ok(())
+}
+
 kunit_suite!(
     "rksm_merge",
     [
@@ -488,5 +535,6 @@ kunit_suite!(
         checksum_collision_falls_back_to_contents,
         checksum_collision_with_a_full_node,
         unstable_checksum_collision_falls_back_to_contents,
+        stable_first_keeps_the_volatility_gate,
     ]
 );

@@ -345,6 +345,10 @@ impl Backend for TestPages {
         false
     }
 
+    fn zero_candidate(&self, _checksum: u32) -> bool {
+        false
+    }
+
     fn break_merge(&self, item: &RmapItem<Self>) {
         let m = item.mapping();
         m.page.store(m.orig, Relaxed);

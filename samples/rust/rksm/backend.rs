@@ -131,6 +131,10 @@ pub(crate) trait Backend: Sized {
     /// page (merged, or its area is gone), `false` to go on to the trees.
     fn merge_zero(&self, item: &RmapItem<Self>, page: &Self::Page<'_>) -> bool;
 
+    /// Whether a page whose checksum is `checksum` is tried against the zero page before the
+    /// trees ([`Backend::merge_zero`] would look at it).
+    fn zero_candidate(&self, checksum: u32) -> bool;
+
     /// Gives `item` a private copy of its page again (C's `break_cow()`), after a merge that could
     /// not be recorded.
     fn break_merge(&self, item: &RmapItem<Self>);

@@ -267,7 +267,7 @@ impl Backend for KsmBackend {
     }
 
     fn merge_zero(&self, item: &RmapItem<Self>, page: &Page) -> bool {
-        if !knobs::use_zero_pages() || item.checksum() != self.zero_checksum {
+        if !self.zero_candidate(item.checksum()) {
             return false;
         }
         let m = item.mapping();
@@ -284,6 +284,10 @@ impl Backend for KsmBackend {
             r.err().map_or(0, |e| e.to_errno()),
         );
         r.is_ok()
+    }
+
+    fn zero_candidate(&self, checksum: u32) -> bool {
+        knobs::use_zero_pages() && checksum == self.zero_checksum
     }
 
     fn break_merge(&self, item: &RmapItem<Self>) {

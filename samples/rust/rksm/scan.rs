@@ -40,7 +40,7 @@ use crate::backend::{Backend, Contents};
 use crate::item::{RmapItem, MAX_NIDS, MAX_SHARDS};
 use crate::knobs::{self, STATS};
 use crate::real::{KsmBackend, KsmToken, Mapping, Page};
-use crate::trees::{self, Joined, Left, Outcome, Trees};
+use crate::trees::{self, Joined, Left, Looked, Outcome, Trees};
 use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 use kernel::c_str;
 use kernel::global::Global;
@@ -579,14 +579,42 @@ impl Ksm {
         let b = &self.backend;
         let prune_ms = knobs::CHAINS_PRUNE_MS.load(Relaxed);
         let from = item.shard();
-        // A page that is not a KSM page yet is not merged with its item's node: it needs its
-        // checksum, taken here, before the shard lock, so that other threads need not wait for
-        // it. A KSM page most often is merged already and needs none (C takes none then).
-        let sum = (!b.is_ksm(page)).then(|| page.bytes().checksum());
+        // A page that is not a KSM page is first looked up in the stable tree by the checksum its
+        // item recorded, if that is the shard the item is in (most often: it went there by that
+        // checksum) and the trees allow it (`Trees::stable_first`); it takes its checksum only if
+        // that finds nothing. A page that does not go stable first takes its checksum here,
+        // before the shard lock, so that other threads need not wait for it. A KSM page most
+        // often is merged already and needs none (C takes none then).
+        let ksm = b.is_ksm(page);
+        let first_try = !ksm && shard_of(item.checksum()) == from;
+        let sum = (!ksm && !first_try).then(|| page.bytes().checksum());
+        // Whether the stable lookup went first (then a retry passes the volatility gate first).
+        let mut went_first = false;
         // Most pages stay in their shard: then one hold of its lock does both steps.
         let first = self.in_shard_for_batch(from, |t, token| {
             t.chain_prune_ms = prune_ms;
             match t.leave(b, token, item, page) {
+                Left::Loose if first_try && t.stable_first(b, &item) => {
+                    went_first = true;
+                    match t.look_stable(b, token, item, page, true) {
+                        // Nothing to merge into (its KSM page was locked, say): the gate still
+                        // records a changed checksum, as C's would have first.
+                        Looked::Joined(Joined::Done(outcome)) => First::Left(Left::Done(
+                            trees::admit(b, &item, page, page.bytes().checksum())
+                                .unwrap_or(outcome),
+                        )),
+                        Looked::Joined(joined) => First::Joined(joined),
+                        Looked::Missed(missed) => {
+                            match trees::admit(b, &item, page, page.bytes().checksum()) {
+                                Some(outcome) => First::Left(Left::Done(outcome)),
+                                // The checksum is the one the stable tree was just looked up by.
+                                None => First::Joined(Joined::Done(
+                                    t.join_unstable(b, token, item, page, missed),
+                                )),
+                            }
+                        }
+                    }
+                }
                 Left::Loose => match trees::admit(
                     b,
                     &item,
@@ -623,7 +651,6 @@ impl Ksm {
                     .in_shard_for_batch(shard, |t, token| t.list_fork(b, token, item, page));
             }
         };
-        let to = shard_of(item.checksum());
         trees::join_merging(
             b,
             item,
@@ -631,13 +658,26 @@ impl Ksm {
             (),
             joined,
             |(), trust| {
-                self.in_shard_for_batch(to, |t, token| {
+                // After a KSM page found by the recorded checksum differed from the page (a
+                // collision, or the page changed), the page passes the volatility gate first.
+                if !trust && went_first {
+                    if let Some(outcome) = trees::admit(b, &item, page, page.bytes().checksum()) {
+                        if outcome == Outcome::Volatile {
+                            item.set_shard(shard_of(item.checksum()));
+                        }
+                        return Joined::Done(outcome);
+                    }
+                }
+                self.in_shard_for_batch(shard_of(item.checksum()), |t, token| {
                     t.chain_prune_ms = prune_ms;
                     t.join(b, token, item, page, trust)
                 })
             },
+            // The shard the lookup that found the KSM page ran in.
             |(), kpage| {
-                self.in_shard_for_batch(to, |t, token| t.append_merged(b, token, item, kpage))
+                self.in_shard_for_batch(item.shard(), |t, token| {
+                    t.append_merged(b, token, item, kpage)
+                })
             },
         )
     }

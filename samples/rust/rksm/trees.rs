@@ -333,6 +333,8 @@ impl<B: Backend> Trees<B> {
     /// 3. an equal KSM page of the stable tree takes the page;
     /// 4. else an equal page of the unstable tree makes a new KSM page with it, or the page
     ///    joins the unstable tree.
+    ///
+    /// Where [`Trees::stable_first`] allows, step 3 goes before step 2, with the same result.
     pub(crate) fn cmp_and_merge(
         &mut self,
         backend: &B,
@@ -343,6 +345,43 @@ impl<B: Backend> Trees<B> {
         match self.leave(backend, token, item, page) {
             Left::Done(outcome) => outcome,
             Left::Fork => self.list_fork(backend, token, item, page),
+            Left::Loose if self.stable_first(backend, &item) => {
+                let joined = match self.look_stable(backend, token, item, page, true) {
+                    // Nothing to merge into: the gate still records a changed checksum.
+                    Looked::Joined(Joined::Done(outcome)) => {
+                        return admit(backend, &item, page, page.bytes().checksum())
+                            .unwrap_or(outcome);
+                    }
+                    Looked::Joined(joined) => joined,
+                    Looked::Missed(missed) => {
+                        return match admit(backend, &item, page, page.bytes().checksum()) {
+                            Some(outcome) => outcome,
+                            // The checksum is the one the stable tree was just looked up by.
+                            None => self.join_unstable(backend, token, item, page, missed),
+                        };
+                    }
+                };
+                join_merging(
+                    backend,
+                    item,
+                    page,
+                    (self, token),
+                    Some(joined),
+                    |(t, token), trust| {
+                        // Looked up again after a KSM page of the recorded checksum differed:
+                        // the page passes the volatility gate first.
+                        if !trust {
+                            if let Some(outcome) =
+                                admit(backend, &item, page, page.bytes().checksum())
+                            {
+                                return Joined::Done(outcome);
+                            }
+                        }
+                        t.join(backend, token, item, page, trust)
+                    },
+                    |(t, token), kpage| t.append_merged(backend, token, item, kpage),
+                )
+            }
             Left::Loose => match admit(backend, &item, page, page.bytes().checksum()) {
                 Some(outcome) => outcome,
                 None => join_merging(
@@ -356,6 +395,25 @@ impl<B: Backend> Trees<B> {
                 ),
             },
         }
+    }
+
+    /// Whether the loose `item`'s page is looked up in the stable tree before its checksum is
+    /// taken ([`Trees::look_stable`] by the checksum the item recorded at its last visit; the
+    /// caller takes the checksum and runs [`admit`] only if that finds nothing).
+    ///
+    /// C takes the checksum first, stops at the volatility gate if it changed, and then looks in
+    /// the stable tree by contents. In a tree ordered by checksum first, a KSM page found by the
+    /// recorded checksum and proven equal by the merge has that checksum, so the page has it too
+    /// and would have passed the gate: the page merges exactly where C's would, and a page that
+    /// merges into a KSM page (most pages, once a workload is merged) needs no checksum. A page
+    /// that finds nothing takes its checksum as before; if it passes the gate, the lookup just
+    /// made is the one C would make. Not for an item with no checksum recorded yet, which C's
+    /// gate stops (unless its page's checksum is 0), nor for a page the zero page is tried for
+    /// first.
+    #[inline]
+    pub(crate) fn stable_first(&self, backend: &B, item: &RmapItem<B>) -> bool {
+        let sum = item.checksum();
+        self.order == Order::Checksum && sum != 0 && !backend.zero_candidate(sum)
     }
 
     /// The first step of [`Trees::cmp_and_merge`], in the trees `item` is in (those of its
@@ -442,11 +500,8 @@ impl<B: Backend> Trees<B> {
     /// [`admit`], in the trees of the page's shard (`token` is that shard's): finds an equal KSM
     /// page in the stable tree for the caller to merge the page into ([`Joined::Stable`], see
     /// [`join_merging`]), or else merges the page with an equal page of the unstable tree into a
-    /// new KSM page, or puts it into the unstable tree.
-    ///
-    /// With `trust` (and [`Order::Checksum`]), the stable lookup takes a KSM page of the page's
-    /// checksum without comparing them: the merge compares them once write-protected, and if they
-    /// differ the caller calls again without `trust`.
+    /// new KSM page, or puts it into the unstable tree ([`Trees::look_stable`], then
+    /// [`Trees::join_unstable`]).
     pub(crate) fn join<'b>(
         &mut self,
         backend: &'b B,
@@ -455,17 +510,38 @@ impl<B: Backend> Trees<B> {
         page: &B::Page<'_>,
         trust: bool,
     ) -> Joined<'b, B> {
+        match self.look_stable(backend, token, item, page, trust) {
+            Looked::Joined(joined) => joined,
+            Looked::Missed(missed) => {
+                Joined::Done(self.join_unstable(backend, token, item, page, missed))
+            }
+        }
+    }
+
+    /// Looks for a KSM page equal to `page`, the page of the loose `item`, in the stable tree
+    /// of the page's NUMA node, by the checksum the item recorded (the key of every lookup).
+    ///
+    /// With `trust` (and [`Order::Checksum`]), the lookup takes a KSM page of that checksum
+    /// without comparing them: the merge compares them once write-protected, and if they differ
+    /// the caller looks again without `trust`.
+    pub(crate) fn look_stable<'b>(
+        &mut self,
+        backend: &'b B,
+        token: &mut B::Token,
+        item: Pin<&RmapItem<B>>,
+        page: &B::Page<'_>,
+        trust: bool,
+    ) -> Looked<'b, B> {
         item.set_shard(token.id());
         let set = self.settings();
         let idx = self.index(backend.page_nid(page));
         let across = self.merge_across_nodes;
         // A node taken out of a tree must have a place to go (see `misplaced`).
         if !across && self.misplaced.reserve(1, GFP_KERNEL).is_err() {
-            return Joined::Done(Outcome::MergeFailed);
+            return Looked::Joined(Joined::Done(Outcome::MergeFailed));
         }
         let Self {
             stable,
-            unstable,
             counters,
             stats,
             misplaced,
@@ -492,12 +568,12 @@ impl<B: Backend> Trees<B> {
             match stable[idx].search(backend, token, &key, look, stats, counters, elsewhere) {
                 Search::Found(found) => {
                     if backend.settle(&found.page).is_err() {
-                        return Joined::Done(Outcome::Busy);
+                        return Looked::Joined(Joined::Done(Outcome::Busy));
                     }
-                    return Joined::Stable {
+                    return Looked::Joined(Joined::Stable {
                         kpage: found.page,
                         trusted: trust,
-                    };
+                    });
                 }
                 Search::Unproven => trust = false,
                 Search::Misplaced(node) => break (Some(node), None),
@@ -511,10 +587,33 @@ impl<B: Backend> Trees<B> {
                 stable, misplaced, backend, token, node, set, stats, counters,
             );
         }
+        Looked::Missed(Missed { idx, at })
+    }
 
+    /// The step after a stable lookup of `page` missed ([`Trees::look_stable`], with these
+    /// trees' lock held since): merges the page with an equal page of the unstable tree into a
+    /// new KSM page, or puts it into the unstable tree.
+    pub(crate) fn join_unstable(
+        &mut self,
+        backend: &B,
+        token: &mut B::Token,
+        item: Pin<&RmapItem<B>>,
+        page: &B::Page<'_>,
+        missed: Missed,
+    ) -> Outcome {
+        let set = self.settings();
+        let across = self.merge_across_nodes;
+        let Self {
+            stable,
+            unstable,
+            counters,
+            stats,
+            ..
+        } = self;
+        let Missed { idx, at } = missed;
         // An item of the page's checksum is taken as the match without comparing, as in the
-        // stable tree above; if the merge finds the pages differ, the lookup is made again
-        // comparing contents.
+        // stable tree; if the merge finds the pages differ, the lookup is made again comparing
+        // contents.
         let mut step = UnstableStep {
             tree: &mut unstable[idx],
             stable,
@@ -530,10 +629,10 @@ impl<B: Backend> Trees<B> {
             idx,
             across,
         };
-        Joined::Done(match step.merge(item, page, set.order == Order::Checksum) {
+        match step.merge(item, page, set.order == Order::Checksum) {
             Outcome::Unproven => step.merge(item, page, false),
             outcome => outcome,
-        })
+        }
     }
 
     /// Lists `item` under the stable node of `kpage`, which its page was just merged into (the
@@ -584,6 +683,22 @@ pub(crate) enum Joined<'b, B: Backend + 'b> {
         /// Whether it was taken on its checksum, not compared.
         trusted: bool,
     },
+}
+
+/// What [`Trees::look_stable`] found.
+pub(crate) enum Looked<'b, B: Backend> {
+    /// A KSM page to merge into, or the step is done (see [`Joined`]).
+    Joined(Joined<'b, B>),
+    /// No equal KSM page: see [`Trees::join_unstable`].
+    Missed(Missed),
+}
+
+/// Where a stable lookup missed: the index of the trees of the page's NUMA node, and the place
+/// in that stable tree where the page's node would go (checked against the tree's changes
+/// before it is used).
+pub(crate) struct Missed {
+    idx: usize,
+    at: Option<Insertion>,
 }
 
 /// Runs [`Trees::join`] (through `join`, given `first` if the caller ran it already) and merges
