@@ -9,6 +9,7 @@ use crate::compare::{verify_prefix, Descent, Order, Stats};
 use core::cmp::Ordering;
 use kernel::kunit_suite::{Check, TestResult};
 use kernel::page::PAGE_SIZE;
+use kernel::prelude::*;
 use kernel::search_tree::Step;
 use kernel::{kunit_ensure, kunit_ensure_eq, kunit_suite};
 
@@ -76,6 +77,47 @@ fn checksum_follows_contents() -> TestResult {
         p.write(1, at, &[0x5a]);
         kunit_ensure_eq!(p.held(1).bytes().checksum(), c0);
     }
+    Ok(())
+}
+
+/// A zero page whose every word, in turn, has one bit set: every single-word change gives a
+/// checksum of its own (no two of the 1536 pages, and none with the zero page's, collide), the
+/// high bit included, which sums of words weighted by their place would lose; a zero page's
+/// checksum is not 0 (0 marks an item with none recorded yet); two equal words trading places
+/// change it.
+fn checksum_sees_every_word() -> TestResult {
+    let mut p = TestPages::new(0, Pattern::Worst).check()?;
+    let z = p.push(Pattern::Ragged, 0, 0).check()?;
+    p.write(z, 0, &[0; 8]);
+    kunit_ensure!(p.held(z).bytes().is_zero());
+    let zero = p.held(z).bytes().checksum();
+    kunit_ensure!(zero != 0);
+    let mut seen = KVec::with_capacity(1 + 3 * PAGE_SIZE / 8, GFP_KERNEL).check()?;
+    seen.push(zero, GFP_KERNEL).check()?;
+    for word in 0..PAGE_SIZE / 8 {
+        for bit in [0u32, 31, 63] {
+            p.write(z, word * 8, &(1u64 << bit).to_le_bytes());
+            seen.push(p.held(z).bytes().checksum(), GFP_KERNEL)
+                .check()?;
+            p.write(z, word * 8, &[0; 8]);
+        }
+    }
+    kunit_ensure_eq!(p.held(z).bytes().checksum(), zero);
+    seen.sort_unstable();
+    kunit_ensure!(
+        seen.windows(2).all(|w| w[0] != w[1]),
+        "single-word changes collided"
+    );
+    // The same value in words 3 and 12 (both of lane 3 and of lane 0), then in 4 and 11.
+    let v = 0x8000_0000_0000_0001u64.to_le_bytes();
+    p.write(z, 3 * 8, &v);
+    p.write(z, 12 * 8, &v);
+    let a = p.held(z).bytes().checksum();
+    p.write(z, 3 * 8, &[0; 8]);
+    p.write(z, 12 * 8, &[0; 8]);
+    p.write(z, 4 * 8, &v);
+    p.write(z, 11 * 8, &v);
+    kunit_ensure!(p.held(z).bytes().checksum() != a);
     Ok(())
 }
 
@@ -180,6 +222,7 @@ kunit_suite!(
         compare_is_memcmp,
         compare_from_skips_known_prefix,
         checksum_follows_contents,
+        checksum_sees_every_word,
         zero_page_detected,
         descent_start_follows_bounds,
         descent_by_checksum,
