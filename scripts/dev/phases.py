@@ -1,0 +1,66 @@
+#!/usr/bin/env python3
+"""Guest side of a phase timing (a development tool, not part of `make test`/`make bench`).
+
+Starts PROCS ksmpages processes of MIB MiB in each MODE, runs ksmd at full speed with THREADS
+scanner threads, and prints, per run, when the first pass ended, when the first page merged and
+when every page was merged (seconds from `run=1`, from tests/vm/ksmwatch.c's samples every 5 ms),
+and ksmd's CPU time. Run it in the VM, for instance:
+
+  KERNEL=build/bzImage-bench-rust scripts/vm.sh with
+  CMD="MODES=prefix,worst THREADS=2 REPS=2 python3 /work/main/scripts/dev/phases.py"
+"""
+
+import os
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TOP = os.path.abspath(os.path.join(HERE, "..", ".."))
+sys.path.insert(0, os.path.join(TOP, "tests", "vm"))
+from ksmrun import Proc, ksm_write  # noqa: E402
+from ksmbench import ksmd_cpu  # noqa: E402
+
+
+def run(mode, mib, procs_n, threads):
+    ksm_write("run", 2)
+    ksm_write("pages_to_scan", 100000)
+    ksm_write("sleep_millisecs", 0)
+    if os.path.exists("/sys/kernel/mm/ksm/scan_threads"):
+        ksm_write("scan_threads", threads)
+    exe = os.path.join(TOP, "build", "tests", "ksmpages")
+    procs = [Proc(exe, mode, mib) for _ in range(procs_n)]
+    total = sum(p.pages for p in procs)
+    cpu0 = ksmd_cpu()
+    out = subprocess.run([os.path.join(TOP, "build", "tests", "ksmwatch"), "total", str(total),
+                          "5", "120"], capture_output=True, text=True, check=True).stdout
+    cpu = ksmd_cpu() - cpu0
+    pass1 = first = done = None
+    for line in out.splitlines():
+        w = line.split()
+        if w[0] == "done":
+            done = float(w[1])
+        elif w[0] != "timeout" and len(w) >= 4:
+            t, sharing, scans = float(w[0]), int(w[2]), int(w[3])
+            if pass1 is None and scans >= 1:
+                pass1 = t
+            if first is None and sharing > 0:
+                first = t
+    for p in procs:
+        p.stop()
+    ksm_write("run", 2)
+    print("%-7s %dT  pass 1 ends %5.3f  first merge %5.3f  all merged %5.3f  ksmd cpu %.2f"
+          % (mode, threads, pass1 or -1, first or -1, done or -1, cpu), flush=True)
+
+
+def main():
+    mib = int(os.environ.get("MIB", "256"))
+    procs_n = int(os.environ.get("PROCS", "2"))
+    reps = int(os.environ.get("REPS", "2"))
+    for mode in os.environ.get("MODES", "best,worst,prefix").split(","):
+        for threads in [int(t) for t in os.environ.get("THREADS", "1").split(",")]:
+            for _ in range(reps):
+                run(mode, mib, procs_n, threads)
+
+
+if __name__ == "__main__":
+    main()
