@@ -22,7 +22,7 @@ use super::{
     Mm, MmWriteLocked,
 };
 use crate::{
-    alloc::KVec,
+    alloc::KVVec,
     bindings,
     error::{code::*, Result},
     page::PAGE_SIZE,
@@ -732,7 +732,7 @@ pub fn anon_pages(
     vma: &VmArea,
     mut addr: usize,
     end: usize,
-    out: &mut KVec<(usize, HeldPage)>,
+    out: &mut KVVec<(usize, HeldPage)>,
     max: usize,
 ) -> usize {
     let mm = vma.mm();

@@ -42,6 +42,7 @@ use crate::knobs::{self, STATS};
 use crate::real::{KsmBackend, KsmToken, Mapping, Page};
 use crate::trees::{self, Joined, Left, Looked, Outcome, Trees};
 use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
+use kernel::alloc::KVVec;
 use kernel::c_str;
 use kernel::global::Global;
 use kernel::hlist::{Token, TokenCell};
@@ -65,12 +66,14 @@ const _: () = assert!(NR_SHARDS <= MAX_SHARDS && NR_SHARDS <= u64::BITS as usize
 pub(crate) const MAX_SCAN_THREADS: u32 = 16;
 
 /// How many pages `ksmd` gathers for a batch (C walks to one page at a time). Each batch costs a
-/// walk start under the mmap lock, putting its items back, and with helpers a hand-over. Two
-/// page tables' worth (on x86-64), so that two threads taking pages from both ends of a batch
-/// work in different page tables until they meet, rather than waiting for each other's page
-/// table lock (64 pages left two threads at 1.5 times one on the worst case, 256 at 1.7 times).
-/// The pages of a batch keep a reference until they are merged, so more is not free either.
-const BATCH: usize = 1024;
+/// walk start under the mmap lock, putting its items back, publishing the counters of the shards
+/// it changed and, with helpers, a hand-over during which a helper waits. With two threads,
+/// 4096 pages ran the prefix workload 6% faster than 1024 (`scripts/dev/ab.sh`, TCG, four runs
+/// each; one thread: no difference), and two threads taking pages from both ends of a batch
+/// still work in different page tables until they meet, rather than waiting for each other's
+/// page table lock. The pages of a batch keep a reference until they are merged, so more is not
+/// free either. (The batch vectors, 96 KiB each, are `kvmalloc`ed once at init.)
+const BATCH: usize = 4096;
 
 /// The fewest pages of a batch that `ksmd` shares with its helpers. Waking a helper costs more
 /// than a few pages take, and a small batch is most often the end of a small address space:
@@ -223,11 +226,11 @@ enum Gathered {
 pub(crate) struct ScanState {
     slots_token: SlotsToken,
     /// The batches being worked on (empty between scans; each has room for `BATCH`).
-    batch: KVec<Entry>,
-    spare: KVec<Entry>,
+    batch: KVVec<Entry>,
+    spare: KVVec<Entry>,
     /// The pages of one page table that gathering found (empty between gatherings, with room for
     /// `BATCH`).
-    found: KVec<(usize, HeldPage)>,
+    found: KVVec<(usize, HeldPage)>,
     /// Items taken off their list while an mmap lock was held, to free once it is dropped (a
     /// shard lock, which freeing takes, is never taken inside an mmap lock: tree work takes
     /// mmap locks inside shard locks).
@@ -302,9 +305,9 @@ pub(crate) fn init() -> Result {
     }
     let state = ScanState {
         slots_token: SlotsToken::acquire().ok_or(EBUSY)?,
-        batch: KVec::with_capacity(BATCH, GFP_KERNEL)?,
-        spare: KVec::with_capacity(BATCH, GFP_KERNEL)?,
-        found: KVec::with_capacity(BATCH, GFP_KERNEL)?,
+        batch: KVVec::with_capacity(BATCH, GFP_KERNEL)?,
+        spare: KVVec::with_capacity(BATCH, GFP_KERNEL)?,
+        found: KVVec::with_capacity(BATCH, GFP_KERNEL)?,
         doomed: KVec::new(),
         address: 0,
         seqnr: 0,
@@ -749,8 +752,8 @@ impl ScanState {
         let threads = (knobs::SCAN_THREADS.load(Relaxed) as usize).max(1);
         let mut left = n;
         // `cur`: the batch to run next, of `slot`, and what gathering it stopped at.
-        let mut cur = core::mem::take(&mut self.batch);
-        let mut next = core::mem::take(&mut self.spare);
+        let mut cur = core::mem::replace(&mut self.batch, KVVec::new());
+        let mut next = core::mem::replace(&mut self.spare, KVVec::new());
         let mut at: Option<(Arc<MmSlot>, Gathered)> = None;
         loop {
             let (slot, gathered) = match at.take() {
@@ -813,7 +816,7 @@ impl ScanState {
 
     /// Puts the items of `batch` back on `slot`'s list, just before its cursor, in order, and
     /// drops what is left of the batch.
-    fn put_back(&mut self, slot: &MmSlot, batch: &mut KVec<Entry>) {
+    fn put_back(&mut self, slot: &MmSlot, batch: &mut KVVec<Entry>) {
         let list = slot.items.get_mut(&mut self.slots_token);
         let n = batch.len();
         while let Some(e) = batch.pop() {
@@ -940,11 +943,17 @@ impl ScanState {
     /// their items off the slot's list (C's inner loop of `scan_get_next_rmap_item()`, for
     /// several pages under one mmap lock). Pages that smart scanning skips are in the batch too,
     /// without their page.
-    fn gather(&mut self, k: &Ksm, slot: &MmSlot, batch: &mut KVec<Entry>, want: usize) -> Gathered {
+    fn gather(
+        &mut self,
+        k: &Ksm,
+        slot: &MmSlot,
+        batch: &mut KVVec<Entry>,
+        want: usize,
+    ) -> Gathered {
         if batch.len() >= want {
             return Gathered::Full;
         }
-        let mut found = core::mem::take(&mut self.found);
+        let mut found = core::mem::replace(&mut self.found, KVVec::new());
         let gathered = self.gather_into(k, slot, batch, want, &mut found);
         // Pages found but not taken (the walk stopped early) are let go.
         while found.pop().is_some() {}
@@ -958,9 +967,9 @@ impl ScanState {
         &mut self,
         k: &Ksm,
         slot: &MmSlot,
-        batch: &mut KVec<Entry>,
+        batch: &mut KVVec<Entry>,
         want: usize,
-        found: &mut KVec<(usize, HeldPage)>,
+        found: &mut KVVec<(usize, HeldPage)>,
     ) -> Gathered {
         let guard = slot.mm.mmap_read_lock();
         // One walk of the areas from the scan address on, a page table at a time within each.
