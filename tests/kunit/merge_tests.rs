@@ -523,6 +523,52 @@ fn stable_first_keeps_the_volatility_gate() -> TestResult {
     Ok(())
 }
 
+/// The unstable lookup, too, goes by the checksum an item recorded at its last visit
+/// (`Trees::join_unstable`), with C's result: a page that changed since its last visit is turned
+/// away by the volatility gate even when it now equals a page of the unstable tree, and so is a
+/// page that equalled one at its last visit but changed since (its merge, tried on the recorded
+/// checksum, fails); a page that kept its contents merges.
+fn unstable_lookup_keeps_the_volatility_gate() -> TestResult {
+    // Worst-case pages: all different; page 1 is made equal to page 0 where needed.
+    let p = TestPages::new(4, Pattern::Worst).check()?;
+    let mut f = Fix::new(&p, 1, 1).check()?;
+    let last = kernel::page::PAGE_SIZE - 8;
+    kunit_ensure_eq!(f.visit(0), Some(Outcome::Volatile));
+    kunit_ensure_eq!(f.visit(0), Some(Outcome::Inserted));
+    // Other contents at its first visit, page 0's at its second: turned away, then merged.
+    let a = f.add(1).check()?;
+    kunit_ensure_eq!(f.visit(a), Some(Outcome::Volatile));
+    p.write(1, last, &1u64.to_le_bytes());
+    kunit_ensure!(p.held(1).bytes().same_as(&p.held(0).bytes()));
+    let failed = merge_failures(&p);
+    kunit_ensure_eq!(f.visit(a), Some(Outcome::Volatile));
+    kunit_ensure!(f.its[a].is_loose());
+    kunit_ensure_eq!(f.visit(a), Some(Outcome::MergedUnstable));
+    kunit_ensure_eq!(merge_failures(&p), failed);
+    kunit_ensure_eq!(f.its[a].mapping().page(), f.its[0].mapping().page());
+    // Page 3 made equal to page 2, which goes into the tree; page 3 then changes before its
+    // second visit: its merge, tried on the recorded checksum, fails and the gate turns it away;
+    // it goes into the tree at its next visit.
+    p.write(3, last, &3u64.to_le_bytes());
+    let c = f.add(2).check()?;
+    let d = f.add(3).check()?;
+    kunit_ensure_eq!(f.visit(c), Some(Outcome::Volatile));
+    kunit_ensure_eq!(f.visit(d), Some(Outcome::Volatile));
+    kunit_ensure_eq!(f.visit(c), Some(Outcome::Inserted));
+    p.write(3, last, &9u64.to_le_bytes());
+    let failed = merge_failures(&p);
+    kunit_ensure_eq!(f.visit(d), Some(Outcome::Volatile));
+    kunit_ensure_eq!(merge_failures(&p), failed + 1);
+    kunit_ensure_eq!(f.its[d].checksum(), p.held(3).bytes().checksum());
+    kunit_ensure!(f.its[d].is_loose());
+    kunit_ensure_eq!(f.visit(d), Some(Outcome::Inserted));
+    kunit_ensure_eq!(
+        (f.t.counters.pages_shared, f.t.counters.pages_sharing),
+        (1, 1)
+    );
+    Ok(())
+}
+
 kunit_suite!(
     "rksm_merge",
     [
@@ -537,5 +583,6 @@ kunit_suite!(
         checksum_collision_with_a_full_node,
         unstable_checksum_collision_falls_back_to_contents,
         stable_first_keeps_the_volatility_gate,
+        unstable_lookup_keeps_the_volatility_gate,
     ]
 );

@@ -48,10 +48,10 @@ fn lookup(
     let key = p.held(item.mapping().page());
     // As the volatility gate does before a lookup: the item records its page's checksum.
     item.admit(key.bytes().checksum());
-    match tree.search_insert(p, item, &key, 0, false, order, false, stats) {
+    match tree.search_insert(p, item, &key, 0, false, order, false, stats, || true) {
         Lookup::Found(hit) => Seen::Found(hit.page.index),
         Lookup::Inserted => Seen::Inserted,
-        Lookup::GaveUp => Seen::GaveUp,
+        Lookup::GaveUp | Lookup::Declined => Seen::GaveUp,
     }
 }
 

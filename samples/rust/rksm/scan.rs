@@ -607,15 +607,11 @@ impl Ksm {
                                 .unwrap_or(outcome),
                         )),
                         Looked::Joined(joined) => First::Joined(joined),
-                        Looked::Missed(missed) => {
-                            match trees::admit(b, &item, page, page.bytes().checksum()) {
-                                Some(outcome) => First::Left(Left::Done(outcome)),
-                                // The checksum is the one the stable tree was just looked up by.
-                                None => First::Joined(Joined::Done(
-                                    t.join_unstable(b, token, item, page, missed),
-                                )),
-                            }
-                        }
+                        // The unstable lookup too by the recorded checksum; it runs the gate
+                        // (a `Volatile` outcome is seen to below).
+                        Looked::Missed(missed) => First::Left(Left::Done(
+                            t.join_unstable(b, token, item, page, missed, false),
+                        )),
                     }
                 }
                 Left::Loose => match trees::admit(

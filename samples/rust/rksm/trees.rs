@@ -353,12 +353,9 @@ impl<B: Backend> Trees<B> {
                             .unwrap_or(outcome);
                     }
                     Looked::Joined(joined) => joined,
+                    // The unstable lookup too by the recorded checksum; it runs the gate.
                     Looked::Missed(missed) => {
-                        return match admit(backend, &item, page, page.bytes().checksum()) {
-                            Some(outcome) => outcome,
-                            // The checksum is the one the stable tree was just looked up by.
-                            None => self.join_unstable(backend, token, item, page, missed),
-                        };
+                        return self.join_unstable(backend, token, item, page, missed, false);
                     }
                 };
                 join_merging(
@@ -398,8 +395,9 @@ impl<B: Backend> Trees<B> {
     }
 
     /// Whether the loose `item`'s page is looked up in the stable tree before its checksum is
-    /// taken ([`Trees::look_stable`] by the checksum the item recorded at its last visit; the
-    /// caller takes the checksum and runs [`admit`] only if that finds nothing).
+    /// taken ([`Trees::look_stable`] by the checksum the item recorded at its last visit; if that
+    /// finds nothing, [`Trees::join_unstable`] looks it up in the unstable tree by that checksum
+    /// too, and takes the checksum and runs [`admit`] only where the result depends on it).
     ///
     /// C takes the checksum first, stops at the volatility gate if it changed, and then looks in
     /// the stable tree by contents. In a tree ordered by checksum first, a KSM page found by the
@@ -513,7 +511,7 @@ impl<B: Backend> Trees<B> {
         match self.look_stable(backend, token, item, page, trust) {
             Looked::Joined(joined) => joined,
             Looked::Missed(missed) => {
-                Joined::Done(self.join_unstable(backend, token, item, page, missed))
+                Joined::Done(self.join_unstable(backend, token, item, page, missed, true))
             }
         }
     }
@@ -593,6 +591,14 @@ impl<B: Backend> Trees<B> {
     /// The step after a stable lookup of `page` missed ([`Trees::look_stable`], with these
     /// trees' lock held since): merges the page with an equal page of the unstable tree into a
     /// new KSM page, or puts it into the unstable tree.
+    ///
+    /// Unless `gated` (the page passed [`admit`] this visit), the unstable lookup too goes by the
+    /// checksum the item recorded at its last visit, and the volatility gate runs only where it
+    /// can change the result: before the page goes into the tree, and after a lookup that ends
+    /// in anything but a merge. As with [`Trees::stable_first`], a match found by the recorded
+    /// checksum and proven equal by the merge has that checksum, so the page has it too and
+    /// would have passed the gate; C's lookup, after the gate, would have found an equal page
+    /// too. A page that merges with a page of the unstable tree then needs no checksum.
     pub(crate) fn join_unstable(
         &mut self,
         backend: &B,
@@ -600,6 +606,7 @@ impl<B: Backend> Trees<B> {
         item: Pin<&RmapItem<B>>,
         page: &B::Page<'_>,
         missed: Missed,
+        gated: bool,
     ) -> Outcome {
         let set = self.settings();
         let across = self.merge_across_nodes;
@@ -629,8 +636,9 @@ impl<B: Backend> Trees<B> {
             idx,
             across,
         };
-        match step.merge(item, page, set.order == Order::Checksum) {
-            Outcome::Unproven => step.merge(item, page, false),
+        let mut gated = gated;
+        match step.merge(item, page, set.order == Order::Checksum, &mut gated) {
+            Outcome::Unproven => step.merge(item, page, false, &mut gated),
             outcome => outcome,
         }
     }
@@ -755,9 +763,24 @@ impl<B: Backend> UnstableStep<'_, B> {
     /// Looks `page` up in the unstable tree, inserting its item if no equal page is there, and
     /// merges it with the match into a new KSM page (C's `unstable_tree_search_insert()`,
     /// `try_to_merge_two_pages()` and `stable_tree_insert()`). With `trust`, a match taken on
-    /// its checksum that differs from the page gives [`Outcome::Unproven`].
-    fn merge(&mut self, item: Pin<&RmapItem<B>>, page: &B::Page<'_>, trust: bool) -> Outcome {
+    /// its checksum that differs from the page gives [`Outcome::Unproven`]. Unless `gated`, runs
+    /// the volatility gate first where it can change the result (see [`Trees::join_unstable`]),
+    /// and sets `gated` once it ran.
+    fn merge(
+        &mut self,
+        item: Pin<&RmapItem<B>>,
+        page: &B::Page<'_>,
+        trust: bool,
+        gated: &mut bool,
+    ) -> Outcome {
         let (backend, set) = (self.backend, self.set);
+        let gate = |gated: &mut bool| {
+            if core::mem::replace(gated, true) {
+                return None;
+            }
+            admit(backend, &item, page, page.bytes().checksum())
+        };
+        let mut turned_away = None;
         let hit = match self.tree.search_insert(
             backend,
             item,
@@ -767,15 +790,24 @@ impl<B: Backend> UnstableStep<'_, B> {
             set.order,
             trust,
             self.stats,
+            || {
+                turned_away = gate(gated);
+                turned_away.is_none()
+            },
         ) {
             Lookup::Inserted => return Outcome::Inserted,
-            Lookup::GaveUp => return Outcome::Missed,
+            Lookup::Declined => return turned_away.unwrap_or(Outcome::Missed),
+            Lookup::GaveUp => return gate(gated).unwrap_or(Outcome::Missed),
             Lookup::Found(hit) => hit,
         };
         if backend
             .merge_pages(&item, page, hit.item(), &hit.page)
             .is_err()
         {
+            // A page that changed since its last visit: C's gate would have turned it away.
+            if let Some(outcome) = gate(gated) {
+                return outcome;
+            }
             if trust && !page.bytes().same_as(&hit.page.bytes()) {
                 return Outcome::Unproven;
             }

@@ -74,6 +74,9 @@ pub(crate) enum Lookup<'a, B: Backend> {
     Found(Hit<'a, B>),
     /// No equal page: the item was inserted.
     Inserted,
+    /// No equal page, and the item was not inserted: its page did not pass the volatility gate
+    /// that the caller runs before an insertion (see [`UnstableTree::search_insert`]).
+    Declined,
     /// The lookup gave up (a tree item's page could not be had, or is the key page itself, or
     /// the match is on another NUMA node while trees are per node): nothing was inserted.
     GaveUp,
@@ -119,6 +122,11 @@ impl<B: Backend> UnstableTree<B> {
     /// maps a page is the match, taken without comparing: the caller's merge compares the whole
     /// pages once they are write-protected, and if they differ (a checksum collision, or a page
     /// that changed), the caller looks up again without `trust`.
+    ///
+    /// `admit` runs when no equal page is found, before `item` is inserted, and says whether to
+    /// insert it: a caller that looked the page up by the checksum its item recorded at the last
+    /// visit, without taking it again, runs the volatility gate there (and an item whose
+    /// checksum changed is not inserted: it was ordered by the old one).
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn search_insert<'a>(
         &'a mut self,
@@ -130,6 +138,7 @@ impl<B: Backend> UnstableTree<B> {
         order: Order,
         trust: bool,
         stats: &mut Stats,
+        admit: impl FnOnce() -> bool,
     ) -> Lookup<'a, B> {
         let trust = trust && order == Order::Checksum;
         let was_empty = self.tree.is_empty();
@@ -206,6 +215,9 @@ impl<B: Backend> UnstableTree<B> {
         descent.finish(stats);
         match walk {
             Walk::Vacant(place) => {
+                if !admit() {
+                    return Lookup::Declined;
+                }
                 item.set_nid(tree_nid);
                 backend.note_page(&item, key);
                 match place.insert(item) {
