@@ -423,8 +423,8 @@ impl Crew {
 }
 
 /// The elements of a slice shared out among the threads of a [`Crew`] job: each element goes,
-/// to change, to exactly one of the threads that call [`WorkList::take`] or
-/// [`WorkList::take_back`]. Threads that take from opposite ends work on elements far apart
+/// to change, to exactly one of the threads that call [`WorkList::take`],
+/// [`WorkList::take_back`] or their several-at-once forms. Threads that take from opposite ends work on elements far apart
 /// until they meet (pages of different page tables, say, whose locks they then do not share).
 ///
 /// # Examples
@@ -450,6 +450,13 @@ impl Crew {
 ///     assert!(work.take_back().is_none());
 /// }
 /// assert_eq!(v, [10, 20, 30]);
+///
+/// let mut v = [1, 2, 3, 4, 5];
+/// let work = WorkList::new(&mut v);
+/// assert_eq!(work.take_some(2), &[1, 2]);
+/// assert_eq!(work.take_some_back(2), &[4, 5]);
+/// assert_eq!(work.take_some_back(2), &[3]);
+/// assert!(work.take_some(2).is_empty());
 /// ```
 ///
 /// # Invariants
@@ -481,43 +488,46 @@ impl<'a, T> WorkList<'a, T> {
         }
     }
 
-    /// Moves one of the ends inwards, if the two have not met; the index of the element passed.
+    /// Moves one of the ends inwards by up to `n` elements, if the two have not met; the range of
+    /// the indices of the elements passed.
     #[inline]
-    fn advance(&self, back: bool) -> Option<usize> {
+    fn advance(&self, back: bool, n: usize) -> Option<core::ops::Range<usize>> {
         use core::sync::atomic::Ordering::Relaxed;
+        let n = n.clamp(1, u32::MAX as usize) as u64;
         let mut ends = self.ends.load(Relaxed);
         loop {
             let (front, end) = (ends & u64::from(u32::MAX), ends >> 32);
             if front >= end {
                 return None;
             }
-            let (next, i) = if back {
-                (ends - (1 << 32), end - 1)
+            let k = n.min(end - front);
+            let (next, range) = if back {
+                (ends - (k << 32), end - k..end)
             } else {
-                (ends + 1, front)
+                (ends + k, front..front + k)
             };
             match self
                 .ends
                 .compare_exchange_weak(ends, next, Relaxed, Relaxed)
             {
-                Ok(_) => return Some(i as usize),
+                Ok(_) => return Some(range.start as usize..range.end as usize),
                 Err(now) => ends = now,
             }
         }
     }
 
-    /// Element `i`.
+    /// Elements `range`.
     ///
     /// # Safety
     ///
-    /// `i` was just handed out by [`WorkList::advance`] (to this caller only).
+    /// `range` was just handed out by [`WorkList::advance`] (to this caller only).
     #[allow(clippy::mut_from_ref)]
     #[inline]
-    unsafe fn element(&self, i: usize) -> &mut T {
-        // SAFETY: `i` is within the slice (the ends only move inwards from its bounds), which is
-        // borrowed mutably for `'a`, which outlives `&self`; the ends hand out each index once,
-        // so no other reference to this element exists.
-        unsafe { &mut *self.ptr.add(i) }
+    unsafe fn elements(&self, range: core::ops::Range<usize>) -> &mut [T] {
+        // SAFETY: `range` is within the slice (the ends only move inwards from its bounds), which
+        // is borrowed mutably for `'a`, which outlives `&self`; the ends hand out each index
+        // once, so no other reference to these elements exists.
+        unsafe { core::slice::from_raw_parts_mut(self.ptr.add(range.start), range.len()) }
     }
 
     /// The first element no thread took yet, if any.
@@ -526,15 +536,32 @@ impl<'a, T> WorkList<'a, T> {
     #[allow(clippy::mut_from_ref)]
     #[inline]
     pub fn take(&self) -> Option<&mut T> {
-        // SAFETY: `i` was just handed out to this caller.
-        self.advance(false).map(|i| unsafe { self.element(i) })
+        self.take_some(1).first_mut()
+    }
+
+    /// Up to `n` of the first elements no thread took yet, in order (empty if there are none):
+    /// one atomic operation on the shared ends for all of them.
+    #[allow(clippy::mut_from_ref)]
+    #[inline]
+    pub fn take_some(&self, n: usize) -> &mut [T] {
+        // SAFETY: The range was just handed out to this caller.
+        self.advance(false, n)
+            .map_or(&mut [], |r| unsafe { self.elements(r) })
     }
 
     /// The last element no thread took yet, if any.
     #[allow(clippy::mut_from_ref)]
     #[inline]
     pub fn take_back(&self) -> Option<&mut T> {
-        // SAFETY: `i` was just handed out to this caller.
-        self.advance(true).map(|i| unsafe { self.element(i) })
+        self.take_some_back(1).last_mut()
+    }
+
+    /// Up to `n` of the last elements no thread took yet, in order (empty if there are none).
+    #[allow(clippy::mut_from_ref)]
+    #[inline]
+    pub fn take_some_back(&self, n: usize) -> &mut [T] {
+        // SAFETY: The range was just handed out to this caller.
+        self.advance(true, n)
+            .map_or(&mut [], |r| unsafe { self.elements(r) })
     }
 }

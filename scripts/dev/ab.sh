@@ -3,11 +3,13 @@
 # turns (A, B, A, B, ...) so that the host's drift hits both alike; prints each run's MiB/s and
 # the median of the per-turn ratios B/A.
 #   IMG_A=build/ab/A IMG_B=build/ab/B MODES=best,prefix THREADS=1 ROUNDS=4 scripts/dev/ab.sh
+# IMPL=c for two C KSM images (default rust).
 set -euo pipefail
 . "$(dirname "$0")/../lib.sh"
 IMG_A=${IMG_A:?image A} IMG_B=${IMG_B:?image B}
 MODES=${MODES:-best,prefix}
 THREADS=${THREADS:-1}
+IMPL=${IMPL:-rust}
 ROUNDS=${ROUNDS:-4}
 out=$IMG_B.ab
 rm -rf "$out"
@@ -16,8 +18,8 @@ for r in $(seq "$ROUNDS"); do
 	for side in A B; do
 		img=IMG_$side
 		img=${!img}
-		KSM=rust KERNEL=$img VM_RUN=$IMG_B.run QUIET=1 \
-			CMD="python3 $PROJECT/tests/vm/ksmbench.py --impl rust --out $out/$side-$r.jsonl \
+		KSM=$IMPL KERNEL=$img VM_RUN=$IMG_B.run QUIET=1 \
+			CMD="python3 $PROJECT/tests/vm/ksmbench.py --impl $IMPL --out $out/$side-$r.jsonl \
 			--reps 1 --modes $MODES --threads $THREADS --parts ksmpages" "$PROJECT/scripts/vm.sh" >/dev/null
 	done
 done

@@ -3,14 +3,15 @@
 
 Starts PROCS ksmpages processes of MIB MiB in each MODE, runs ksmd at full speed with THREADS
 scanner threads, and prints, per run, when the first pass ended, when the first page merged and
-when every page was merged (seconds from `run=1`, from tests/vm/ksmwatch.c's samples every 5 ms),
-and ksmd's CPU time. Run it in the VM, for instance:
+when every page was merged (seconds from `run=1`, from tests/vm/ksmwatch.c's samples every
+INTERVAL_MS, default 10 as in the benchmark), and the CPU time of ksmd and of ksmwatch. Run it in the VM, for instance:
 
   KERNEL=build/bzImage-bench-rust scripts/vm.sh with
   CMD="MODES=prefix,worst THREADS=2 REPS=2 python3 /work/main/scripts/dev/phases.py"
 """
 
 import os
+import resource
 import subprocess
 import sys
 
@@ -31,9 +32,13 @@ def run(mode, mib, procs_n, threads):
     procs = [Proc(exe, mode, mib) for _ in range(procs_n)]
     total = sum(p.pages for p in procs)
     cpu0 = ksmd_cpu()
+    r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     out = subprocess.run([os.path.join(TOP, "build", "tests", "ksmwatch"), "total", str(total),
-                          "5", "120"], capture_output=True, text=True, check=True).stdout
+                          os.environ.get("INTERVAL_MS", "10"), "120"],
+                         capture_output=True, text=True, check=True).stdout
+    r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = ksmd_cpu() - cpu0
+    watch = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
     pass1 = first = done = None
     for line in out.splitlines():
         w = line.split()
@@ -49,7 +54,8 @@ def run(mode, mib, procs_n, threads):
         p.stop()
     ksm_write("run", 2)
     print("%-7s %dT  pass 1 ends %5.3f  first merge %5.3f  all merged %5.3f  ksmd cpu %.2f"
-          % (mode, threads, pass1 or -1, first or -1, done or -1, cpu), flush=True)
+          "  ksmwatch cpu %.3f" % (mode, threads, pass1 or -1, first or -1, done or -1, cpu,
+                                   watch), flush=True)
 
 
 def main():

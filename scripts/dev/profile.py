@@ -62,7 +62,14 @@ def main():
     graph = ["-g"] if os.environ.get("CALLGRAPH") else []
     # A fixed duration is slept by sleep(1): a Python interpreter starting takes a vCPU for
     # a good part of a second under TCG, and would be sampled instead of the scanner threads.
-    what = ["sleep", str(dur)] if dur > 0 and not pass1 else ["python3", "-c", wait]
+    # Until every page is merged, ksmwatch (C) waits (it writes run=1 again, which changes
+    # nothing).
+    if pass1:
+        what = ["python3", "-c", wait]
+    elif dur > 0:
+        what = ["sleep", str(dur)]
+    else:
+        what = [os.path.join(TOP, "build", "tests", "ksmwatch"), "total", str(total), "5", "60"]
     subprocess.run(["perf", "record", "-q", "-e", "cpu-clock", "-a", "-o", data] + graph
                    + what, check=True)
     dur = time.monotonic() - t0

@@ -82,7 +82,8 @@ const BATCH: usize = 4096;
 /// seen the writes; waiting for a helper there made that pass end later).
 const SHARED_BATCH: usize = 32;
 
-/// A scanner thread offers to reschedule after this many pages of a batch.
+/// A scanner thread takes this many pages of a batch at a time, and offers to reschedule between
+/// them.
 const RESCHED_EVERY: usize = 8;
 
 kernel::define_token!(pub(crate) SlotsToken);
@@ -694,29 +695,40 @@ impl Ksm {
         // Threads take pages from both ends of the batch: until they meet, they work in
         // different page tables and do not wait for each other's page table locks.
         let job = |i: usize| {
+            // A few pages at a time: one atomic operation on the list's shared ends for each
+            // few, not for each page (the threads would hand its cache line to and fro).
             let take = || {
                 if i % 2 == 0 {
-                    work.take()
+                    work.take_some(RESCHED_EVERY)
                 } else {
-                    work.take_back()
+                    work.take_some_back(RESCHED_EVERY)
                 }
+            };
+            let one = |e: &mut Entry| match e.page.take() {
+                Some(page) => {
+                    self.merge_page(e.item.as_ref(), &page);
+                }
+                None => self.in_shard_for_batch(e.item.shard(), |t, token| {
+                    t.remove_item(&self.backend, token, &e.item)
+                }),
             };
             // A chance to reschedule every few pages, not after the last one: the pass may end
             // right after it, and should do so as soon after looking at its pages as C's does.
             // (A call per page was 4% of a thread's time; a few pages take microseconds.)
-            let mut done = 0usize;
-            while let Some(e) = take() {
-                if done > 0 && done % RESCHED_EVERY == 0 {
+            let mut first = true;
+            loop {
+                let some = take();
+                if some.is_empty() {
+                    break;
+                }
+                if !first {
                     kthread::cond_resched();
                 }
-                done += 1;
-                match e.page.take() {
-                    Some(page) => {
-                        self.merge_page(e.item.as_ref(), &page);
-                    }
-                    None => self.in_shard_for_batch(e.item.shard(), |t, token| {
-                        t.remove_item(&self.backend, token, &e.item)
-                    }),
+                first = false;
+                if i % 2 == 0 {
+                    some.iter_mut().for_each(one);
+                } else {
+                    some.iter_mut().rev().for_each(one);
                 }
             }
         };
