@@ -106,6 +106,8 @@ if [ -e $threads ]; then
 		selftests _2threads
 		cd "$top" || exit 1
 		workloads _2threads
+		# Large folios split by the helpers' merges as well as by ksmd's.
+		run lifecycle_2threads thp 300 python3 "$top/tests/vm/ksmlife.py" thp
 		run threads back_to_1 60 sh -c "echo 1 > $threads && test \"\$(cat $threads)\" = 1 &&
 			echo 'ok 1 - scan_threads back to 1'"
 	else

@@ -11,6 +11,8 @@ that what C KSM does, the kernel under test does too. Prints TAP.
   migrate    move_pages() moves merged pages to the other NUMA node and back: still merged
   numa       with merge_across_nodes=0: merged pages moved to the other node stay merged,
              pages of the old node do not merge with them, pages of the new node do
+  thp        areas backed by transparent huge pages: the huge pages are split and their pages
+             merge, even when a huge page's first or last page merges with nothing
   hwpoison   MADV_HWPOISON on a merged page: every process that maps it gets SIGBUS (early
              kill) or faults with SIGBUS on access (late kill); the other pages stay exact
   offline    MADV_SOFT_OFFLINE moves a merged page elsewhere: still merged, still exact
@@ -351,8 +353,44 @@ def part_offline():
     reset()
 
 
+def anon_huge_kib():
+    for line in read_file("/proc/meminfo").splitlines():
+        if line.startswith("AnonHugePages:"):
+            return int(line.split()[1])
+    return 0
+
+
+def part_thp():
+    """Areas backed by transparent huge pages (ksmpages -t): KSM splits a huge page to merge its
+    pages. Every huge page has one page that merges with nothing (the last of each in the first
+    process, the first of each in the second), so that neither decides the split; the others
+    pair across the two processes (worst pattern) and all of them merge."""
+    before = anon_huge_kib()
+    procs = [Proc(EXE, "worst", 8, extra=["-t"]) for _ in range(2)]
+    huge = anon_huge_kib() - before
+    tap.check(huge >= 8 * 1024, "thp: %d KiB of the 16 MiB in huge pages" % huge)
+    per = 512
+    unique = 0
+    for k, p in enumerate(procs):
+        for n in range(per - 1 if k == 0 else 0, p.pages, per):
+            p.ask("scribble %d" % n)
+            unique += 1
+    # Each scribbled page leaves its partner in the other process unmerged too.
+    total = sum(p.pages for p in procs) - 2 * unique
+    scans = ksm_read("full_scans")
+    ksm_write("run", 1)
+    ok = wait_until(lambda: merged() >= total, 60)
+    tap.check(ok and merged() == total, "thp: %d of %d pages merged, %d full scans"
+              % (merged(), total, ksm_read("full_scans") - scans))
+    tap.check(anon_huge_kib() == before, "thp: huge pages split (%d KiB left, %d before)"
+              % (anon_huge_kib(), before))
+    verify(procs, "thp")
+    stop(procs)
+    reset()
+
+
 PARTS = {"trace": part_trace, "swap": part_swap, "migrate": part_migrate, "numa": part_numa,
-         "hwpoison": part_hwpoison, "offline": part_offline}
+         "thp": part_thp, "hwpoison": part_hwpoison, "offline": part_offline}
 
 
 def main():

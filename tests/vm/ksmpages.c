@@ -3,13 +3,16 @@
  * ksmpages: the workloads of Andrea Arcangeli's ksmpages.c (LKML, 2009), re-created for the
  * madvise() API, plus PageONE's zero-prefix variant.
  *
- * Maps SIZE MiB of anonymous memory, marks it MADV_MERGEABLE, fills it, prints "ready <pages>
+ * Maps SIZE MiB of anonymous memory, marks it MADV_MERGEABLE (and with -t MADV_HUGEPAGE, at a
+ * 2 MiB boundary, so that transparent huge pages back it), fills it, prints "ready <pages>
  * <address>" and then
  * obeys one-word commands on stdin, answering one line each:
  *
  *   verify     check every byte against the pattern ("ok <pages>", "bad <page> <offset>", or
  *              "bad <page> sigbus"), skipping the pages given up by "poison" and "lost"
  *   write N    write a private marker into page N ("ok")
+ *   scribble N write a value of this process's own into page N, which verify skips from then on
+ *              ("ok")
  *   unmerge    madvise(MADV_UNMERGEABLE) on the whole area ("ok" or "bad <errno>")
  *   pageout    madvise(MADV_PAGEOUT) on the whole area ("ok" or "bad <errno>")
  *   migrate N  move_pages() every page to NUMA node N, shared pages too (MPOL_MF_MOVE_ALL):
@@ -43,6 +46,7 @@
 #include <unistd.h>
 
 #define PAGE 4096UL
+#define HPAGE (2UL << 20)
 #define PREFIX 128
 
 enum mode { BEST, WORST, PREFIX_MODE, RANDOM };
@@ -146,10 +150,10 @@ int main(int argc, char **argv)
 	struct sigaction sa = { .sa_sigaction = on_sigbus, .sa_flags = SA_SIGINFO | SA_RESTART };
 	char line[128], *mem;
 	uint64_t buf[PAGE / 8];
-	int opt, *status;
+	int opt, thp = 0, *status;
 	char *lost;
 
-	while ((opt = getopt(argc, argv, "m:s:")) != -1) {
+	while ((opt = getopt(argc, argv, "m:s:t")) != -1) {
 		switch (opt) {
 		case 'm':
 			if (!strcmp(optarg, "best"))
@@ -166,6 +170,9 @@ int main(int argc, char **argv)
 		case 's':
 			mib = strtoul(optarg, NULL, 0);
 			break;
+		case 't':
+			thp = 1;
+			break;
 		default:
 			goto usage;
 		}
@@ -175,11 +182,19 @@ int main(int argc, char **argv)
 	pages = mib * 1024 * 1024 / PAGE;
 	status = calloc(pages, sizeof(*status));
 	lost = calloc(pages, 1);
-	mem = mmap(NULL, pages * PAGE, PROT_READ | PROT_WRITE,
+	/* With -t, 2 MiB more, to start the area at a 2 MiB boundary. */
+	mem = mmap(NULL, pages * PAGE + (thp ? HPAGE : 0), PROT_READ | PROT_WRITE,
 		   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (mem == MAP_FAILED || !status || !lost) {
 		perror("mmap");
 		return 1;
+	}
+	if (thp) {
+		mem = (char *)(((uintptr_t)mem + HPAGE - 1) & ~(uintptr_t)(HPAGE - 1));
+		if (madvise(mem, pages * PAGE, MADV_HUGEPAGE)) {
+			perror("madvise(MADV_HUGEPAGE)");
+			return 1;
+		}
 	}
 	if (madvise(mem, pages * PAGE, MADV_MERGEABLE)) {
 		perror("madvise(MADV_MERGEABLE)");
@@ -227,6 +242,12 @@ int main(int argc, char **argv)
 			}
 			((uint64_t *)(mem + i * PAGE))[0] ^= 0xfeedULL;
 			marked_page = i;
+			printf("ok\n");
+		} else if (!strncmp(line, "scribble ", 9)) {
+			if (page_arg(line + 9, pages, &i))
+				continue;
+			((uint64_t *)(mem + i * PAGE))[0] ^= 0x5c0000000000ULL | (uint64_t)getpid();
+			lost[i] = 1;
 			printf("ok\n");
 		} else if (!strncmp(line, "unmerge", 7)) {
 			if (madvise(mem, pages * PAGE, MADV_UNMERGEABLE))
@@ -306,6 +327,6 @@ next:
 	}
 	return 0;
 usage:
-	fprintf(stderr, "usage: %s [-m best|worst|prefix|random] [-s MiB]\n", argv[0]);
+	fprintf(stderr, "usage: %s [-m best|worst|prefix|random] [-s MiB] [-t]\n", argv[0]);
 	return 2;
 }

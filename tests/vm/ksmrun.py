@@ -49,13 +49,14 @@ def meminfo(field="MemFree"):
 
 
 class Proc:
-    def __init__(self, exe, mode, mib, cgroup=None):
+    def __init__(self, exe, mode, mib, cgroup=None, extra=()):
         def enter_cgroup():
             if cgroup:
                 with open(os.path.join(cgroup, "cgroup.procs"), "w") as f:
                     f.write(str(os.getpid()))
 
-        self.p = subprocess.Popen([exe, "-m", mode, "-s", str(mib)], stdin=subprocess.PIPE,
+        self.p = subprocess.Popen([exe, "-m", mode, "-s", str(mib)] + list(extra),
+                                  stdin=subprocess.PIPE,
                                   stdout=subprocess.PIPE, text=True, bufsize=1,
                                   preexec_fn=enter_cgroup)
         words = self.p.stdout.readline().split()

@@ -511,6 +511,14 @@ impl HeldPage {
         (!held.page().is_hwpoison()).then_some(held)
     }
 
+    /// Another reference to the same page.
+    #[inline]
+    pub fn another(&self) -> Self {
+        let folio: ARef<Folio> = self.folio().into();
+        // SAFETY: `page` is a page of `folio` (type invariant), on which `into` took a reference.
+        unsafe { Self::new(folio, self.page.as_ptr()) }
+    }
+
     /// Holds the first page of `folio`.
     #[inline]
     pub fn first_of(folio: ARef<Folio>) -> Self {

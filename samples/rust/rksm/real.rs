@@ -19,6 +19,7 @@ use kernel::mm::ksm::{self as mmksm, AnonVma, AnonVmaSlot, Replacement};
 use kernel::mm::virt::{flags, VmArea};
 use kernel::mm::{Mm, MmapReadGuard};
 use kernel::prelude::*;
+use kernel::sync::SpinLock;
 use kernel::types::ARef;
 
 kernel::define_token!(pub(crate) KsmToken, 64);
@@ -54,10 +55,18 @@ impl Contents for Page {
     }
 }
 
+/// How many large folios [`KsmBackend`] keeps to split after a batch.
+const SPLITS: usize = 64;
+
 /// The kernel's backend.
+#[pin_data]
 pub(crate) struct KsmBackend {
     /// The checksum of an all-zero page (for `use_zero_pages`).
     pub(crate) zero_checksum: u32,
+    /// Large folios that a merge needed split and could not split (room for [`SPLITS`], made at
+    /// init), for `ksmd` to split once the scanner's batch is done: see [`merge_one`].
+    #[pin]
+    splits: SpinLock<KVec<HeldPage>>,
 }
 
 /// The area that `addr` of `mm` is in, if KSM may merge there (C's `find_mergeable_vma()`).
@@ -87,7 +96,19 @@ enum With<'a> {
 /// locks it (without waiting), splits it if it is part of a large folio, write-protects its
 /// mapping, and then either makes it a KSM page or, if its contents equal `with`'s, maps `with`
 /// instead. Fails if `page` is not the page mapped there (any more).
-fn merge_one(vma: &VmArea, addr: usize, page: &HeldPage, with: With<'_>) -> Result {
+///
+/// C splits a large folio while it merges, holding a reference to one page of it. The
+/// scanner's batch holds references to the other pages of the folio it took until they are
+/// merged, and a split fails while anyone but its caller does: the folio is then kept for
+/// `backend` to split once the batch is done, and the page merges at a later pass, as C's
+/// does after a failed split.
+fn merge_one(
+    backend: &KsmBackend,
+    vma: &VmArea,
+    addr: usize,
+    page: &HeldPage,
+    with: With<'_>,
+) -> Result {
     if let With::Ksm(k) = &with {
         if core::ptr::eq(k.page(), page.page()) {
             // A KSM page a fork shares: nothing to do.
@@ -99,7 +120,11 @@ fn merge_one(vma: &VmArea, addr: usize, page: &HeldPage, with: With<'_>) -> Resu
     }
     // Wait for nothing: come back to a locked page later.
     let locked = page.try_lock().ok_or(EFAULT)?;
-    locked.split_if_large().map_err(|_| EFAULT)?;
+    if locked.split_if_large().is_err() {
+        drop(locked);
+        backend.defer_split(page);
+        return Err(EFAULT);
+    }
     // If the page is mapped only here its entry may be writable; either way the lock and the
     // reference count check make sure nobody writes it behind our back from here on.
     match with {
@@ -122,6 +147,48 @@ fn merge_one(vma: &VmArea, addr: usize, page: &HeldPage, with: With<'_>) -> Resu
 }
 
 impl KsmBackend {
+    /// The backend, for pages whose checksum is `zero_checksum` when all zero.
+    pub(crate) fn new(zero_checksum: u32) -> Result<impl PinInit<Self>> {
+        let splits = KVec::with_capacity(SPLITS, GFP_KERNEL)?;
+        Ok(pin_init!(Self {
+            zero_checksum,
+            splits <- kernel::new_spinlock!(splits, "ksm_splits"),
+        }))
+    }
+
+    /// Keeps `page`'s large folio to split later ([`KsmBackend::split_deferred`]), once, if there
+    /// is room. (Once: each reference the list held would make the split fail.)
+    fn defer_split(&self, page: &HeldPage) {
+        let another = page.another();
+        let mut splits = self.splits.lock();
+        let refused = if splits
+            .iter()
+            .any(|p| core::ptr::eq(p.folio(), another.folio()))
+        {
+            Some(another)
+        } else {
+            splits.push_within_capacity(another).err()
+        };
+        drop(splits);
+        // The reference is dropped outside the spinlock.
+        drop(refused);
+    }
+
+    /// Splits the large folios that merges could not split (C's `split_huge_page()` after a
+    /// failed merge), unless their lock is taken or someone else holds a reference to them
+    /// again; they are tried again when a merge needs them split. Called by `ksmd` between
+    /// batches, when the scanner holds no reference to the pages it merged.
+    pub(crate) fn split_deferred(&self) {
+        loop {
+            let Some(page) = self.splits.lock().pop() else {
+                break;
+            };
+            if let Some(locked) = page.try_lock() {
+                let _ = locked.split_if_large();
+            };
+        }
+    }
+
     /// Merges the page of `item` into `kpage`, or makes it a KSM page (C's
     /// `try_to_merge_with_ksm_page()`); on success the item keeps a reference on the area's
     /// anon_vma, taken under the mmap lock.
@@ -135,13 +202,18 @@ impl KsmBackend {
         let guard = m.mm().mmap_read_lock();
         let r = match find_mergeable_vma(&guard, m.addr()) {
             None => Err(EFAULT),
-            Some(vma) => {
-                merge_one(vma, m.addr(), page, kpage.map_or(With::Become, With::Ksm)).map(|()| {
-                    if let Some(av) = AnonVma::of(vma) {
-                        drop(item.extra().set(av));
-                    }
-                })
-            }
+            Some(vma) => merge_one(
+                self,
+                vma,
+                m.addr(),
+                page,
+                kpage.map_or(With::Become, With::Ksm),
+            )
+            .map(|()| {
+                if let Some(av) = AnonVma::of(vma) {
+                    drop(item.extra().set(av));
+                }
+            }),
         };
         drop(guard);
         let kpfn = kpage.unwrap_or(page).page().pfn().value();
@@ -276,7 +348,7 @@ impl Backend for KsmBackend {
             // The area is gone: nothing more to do with this page.
             return true;
         };
-        let r = merge_one(vma, m.addr(), &page.0, With::Zero);
+        let r = merge_one(self, vma, m.addr(), &page.0, With::Zero);
         mmksm::trace::merge_one_page(
             kernel::mm::folio::FolioPage::zero(m.addr()).pfn().value(),
             (item as *const RmapItem<Self>).cast(),

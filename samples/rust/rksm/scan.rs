@@ -259,6 +259,7 @@ pub(crate) struct Ksm {
     #[pin]
     scan: Mutex<ScanState>,
     shards: KVec<Pin<KBox<Mutex<Shard>>>>,
+    #[pin]
     backend: KsmBackend,
     /// The helpers of `ksmd` (`scan_threads - 1` of them join a batch).
     #[pin]
@@ -317,6 +318,7 @@ pub(crate) fn init() -> Result {
         pages_skipped: 0,
         advisor: Advisor::default(),
     };
+    let backend = KsmBackend::new(zero_checksum)?;
     let ksm = KBox::pin_init(
         pin_init!(Ksm {
             scan <- new_mutex!(state, "ksm_thread_mutex"),
@@ -331,7 +333,7 @@ pub(crate) fn init() -> Result {
             iter_wait <- WaitQueue::new(c_str!("ksm_iter_wait"), kernel::static_lock_class!()),
             nr_slots: AtomicUsize::new(0),
             shards,
-            backend: KsmBackend { zero_checksum },
+            backend <- backend,
             crew <- Crew::new(),
             helpers: AtomicUsize::new(0),
             threads <- new_mutex!(KVec::new(), "ksm_threads"),
@@ -792,6 +794,9 @@ impl ScanState {
             });
             self.free_doomed(k, &slot);
             self.put_back(&slot, &mut cur);
+            // The batch's pages are let go of: the large folios its merges could not split may
+            // be split now.
+            k.backend.split_deferred();
             self.pages_scanned += pages as u64;
             k.publish_shards();
             self.publish();
