@@ -3,7 +3,7 @@
 
 Starts PROCS ksmpages processes of MIB MiB in MODE, runs ksmd at full speed with THREADS threads,
 waits DELAY seconds after `run=1`, then samples every CPU with `perf record -e cpu-clock` for DUR
-seconds (DUR=0: until every page is merged; PASS1=1: the first pass, from `run=1` on), and writes to OUT the share of each command and the symbols of the ksmd threads. Run it in the VM, for instance:
+seconds (DUR=0: until every page is merged; PASS1=1: the first pass, from `run=1` on; WHOLE=1: from `run=1` until every page is merged), and writes to OUT the share of each command and the symbols of the ksmd threads. Run it in the VM, for instance:
 
   KERNEL=build/bzImage-bench-rust scripts/vm.sh with
   CMD="python3 /work/main/scripts/dev/profile.py best build/prof-best-rust.txt"
@@ -39,7 +39,11 @@ def main():
     exe = os.path.join(TOP, "build", "tests", "ksmpages")
     procs = [Proc(exe, mode, mib) for _ in range(procs_n)]
     pass1 = os.environ.get("PASS1") == "1"
-    if not pass1:
+    # WHOLE=1: from `run=1` until every page is merged (ksmwatch, being sampled, writes run=1).
+    whole = os.environ.get("WHOLE") == "1"
+    if whole:
+        dur = 0
+    if not pass1 and not whole:
         ksm_write("run", 1)
         time.sleep(delay)
     before = ksm_read("pages_sharing")
@@ -69,7 +73,7 @@ def main():
     elif dur > 0:
         what = ["sleep", str(dur)]
     else:
-        what = [os.path.join(TOP, "build", "tests", "ksmwatch"), "total", str(total), "5", "60"]
+        what = [os.path.join(TOP, "build", "tests", "ksmwatch"), "total", str(total), "10", "60"]
     subprocess.run(["perf", "record", "-q", "-e", "cpu-clock", "-a", "-o", data] + graph
                    + what, check=True)
     dur = time.monotonic() - t0
