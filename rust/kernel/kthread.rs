@@ -544,9 +544,9 @@ impl<'a, T> WorkList<'a, T> {
     #[allow(clippy::mut_from_ref)]
     #[inline]
     pub fn take_some(&self, n: usize) -> &mut [T] {
+        let range = self.advance(false, n);
         // SAFETY: The range was just handed out to this caller.
-        self.advance(false, n)
-            .map_or(&mut [], |r| unsafe { self.elements(r) })
+        range.map_or(&mut [], |r| unsafe { self.elements(r) })
     }
 
     /// The last element no thread took yet, if any.
@@ -560,8 +560,8 @@ impl<'a, T> WorkList<'a, T> {
     #[allow(clippy::mut_from_ref)]
     #[inline]
     pub fn take_some_back(&self, n: usize) -> &mut [T] {
+        let range = self.advance(true, n);
         // SAFETY: The range was just handed out to this caller.
-        self.advance(true, n)
-            .map_or(&mut [], |r| unsafe { self.elements(r) })
+        range.map_or(&mut [], |r| unsafe { self.elements(r) })
     }
 }
