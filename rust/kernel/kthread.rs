@@ -424,8 +424,9 @@ impl Crew {
 
 /// The elements of a slice shared out among the threads of a [`Crew`] job: each element goes,
 /// to change, to exactly one of the threads that call [`WorkList::take`],
-/// [`WorkList::take_back`] or their several-at-once forms. Threads that take from opposite ends work on elements far apart
-/// until they meet (pages of different page tables, say, whose locks they then do not share).
+/// [`WorkList::take_back`] or their several-at-once forms. Threads that take from opposite ends
+/// work on elements far apart until they meet (pages of different page tables, say, whose locks
+/// they then do not share).
 ///
 /// # Examples
 ///
@@ -516,17 +517,18 @@ impl<'a, T> WorkList<'a, T> {
         }
     }
 
-    /// Elements `range`.
-    ///
-    /// # Safety
-    ///
-    /// `range` was just handed out by [`WorkList::advance`] (to this caller only).
+    /// Up to `n` elements no thread took yet, from the back end or the front, in order (empty if
+    /// there are none).
     #[allow(clippy::mut_from_ref)]
     #[inline]
-    unsafe fn elements(&self, range: core::ops::Range<usize>) -> &mut [T] {
+    fn take_from(&self, back: bool, n: usize) -> &mut [T] {
+        let Some(range) = self.advance(back, n) else {
+            return &mut [];
+        };
         // SAFETY: `range` is within the slice (the ends only move inwards from its bounds), which
-        // is borrowed mutably for `'a`, which outlives `&self`; the ends hand out each index
-        // once, so no other reference to these elements exists.
+        // is borrowed mutably for `'a`, which outlives `&self`; `advance` just handed it to this
+        // caller, and the ends hand out each index once, so no other reference to these
+        // elements exists.
         unsafe { core::slice::from_raw_parts_mut(self.ptr.add(range.start), range.len()) }
     }
 
@@ -544,9 +546,7 @@ impl<'a, T> WorkList<'a, T> {
     #[allow(clippy::mut_from_ref)]
     #[inline]
     pub fn take_some(&self, n: usize) -> &mut [T] {
-        let range = self.advance(false, n);
-        // SAFETY: The range was just handed out to this caller.
-        range.map_or(&mut [], |r| unsafe { self.elements(r) })
+        self.take_from(false, n)
     }
 
     /// The last element no thread took yet, if any.
@@ -560,8 +560,6 @@ impl<'a, T> WorkList<'a, T> {
     #[allow(clippy::mut_from_ref)]
     #[inline]
     pub fn take_some_back(&self, n: usize) -> &mut [T] {
-        let range = self.advance(true, n);
-        // SAFETY: The range was just handed out to this caller.
-        range.map_or(&mut [], |r| unsafe { self.elements(r) })
+        self.take_from(true, n)
     }
 }

@@ -19,15 +19,11 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 TOP = os.path.abspath(os.path.join(HERE, "..", ".."))
 sys.path.insert(0, os.path.join(TOP, "tests", "vm"))
 from ksmrun import Proc, ksm_write  # noqa: E402
-from ksmbench import ksmd_cpu  # noqa: E402
+from ksmbench import full_speed, ksmd_cpu  # noqa: E402
 
 
 def run(mode, mib, procs_n, threads):
-    ksm_write("run", 2)
-    ksm_write("pages_to_scan", 100000)
-    ksm_write("sleep_millisecs", 0)
-    if os.path.exists("/sys/kernel/mm/ksm/scan_threads"):
-        ksm_write("scan_threads", threads)
+    full_speed(threads)
     exe = os.path.join(TOP, "build", "tests", "ksmpages")
     procs = [Proc(exe, mode, mib) for _ in range(procs_n)]
     total = sum(p.pages for p in procs)
