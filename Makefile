@@ -7,6 +7,7 @@
 #   make test                  everything, ends with `N passed, N failed`
 #   make run                   ksmpages best and worst on the rksm kernel, with a table
 #   make bench                 C KSM and rksm side by side
+#   make torture               the torture on the debug kernels (DURATION, default 30 min)
 #   make clippy                the Rust code through clippy (CLIPPY=1), warnings are errors
 #   make check                 rustfmt --check and checkpatch on the project's own files
 #   make fmt                   rustfmt the project's Rust in place
@@ -17,7 +18,7 @@ export KSM CMD
 
 S := scripts
 
-.PHONY: all setup kernel kernels vm kunit test run bench clippy check fmt clean distclean
+.PHONY: all setup kernel kernels vm kunit test run bench torture clippy check fmt clean distclean
 
 all: test
 
@@ -46,6 +47,9 @@ run: setup
 
 bench: setup
 	@$(S)/bench.sh
+
+torture: setup
+	@$(S)/torture.sh
 
 clippy: setup
 	@KSM=rust CLIPPY=1 FORCE=1 $(S)/kernel.sh

@@ -13,7 +13,9 @@ mkdir -p "$B/ccache-bin"
 [ -L "$B/ccache-bin/clang" ] || ln -sfn /usr/bin/ccache "$B/ccache-bin/clang"
 export PATH=$B/ccache-bin:/usr/lib/llvm-19/bin:${CARGO_HOME:-$HOME/.cargo}/bin:$PATH
 export LIBCLANG_PATH=/usr/lib/llvm-19/lib
-export CCACHE_DIR=${CCACHE_DIR:-$B/ccache}
+# One cache per user, shared by every checkout (paths are relative to build/, see BASEDIR), so
+# that a fresh clone on a machine that built before reuses its objects.
+export CCACHE_DIR=${CCACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/rksm/ccache}
 export CCACHE_BASEDIR=$B
 export CCACHE_NOHASHDIR=1
 export CCACHE_MAXSIZE=${CCACHE_MAXSIZE:-5G}

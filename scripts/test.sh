@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
 # make test: set up, build both kernels and the guest programs, boot each kernel once and run
 # every suite in it (KUnit at boot on the rksm kernel, the kernel's KSM selftests, rksm's
-# workloads), then print one table per suite and `N passed, N failed`. Exits non-zero on any
-# failure. FAULT=panic|warning|selftest injects a failure on purpose (tests/vm/guest-tests.sh).
+# workloads), then boot each again for the race regressions and a short torture
+# (scripts/torture.sh, TORTURE_SECONDS per run, default 90; TORTURE=0 leaves them out), then
+# print one table per suite and `N passed, N failed`. The test kernels are the debug kernels
+# (KASAN, KFENCE, kmemleak, UBSAN, lockdep: kernel/config/debug.config). Exits
+# non-zero on any failure. FAULT=panic|warning|selftest injects a failure on purpose
+# (tests/vm/guest-tests.sh).
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
@@ -10,6 +14,7 @@ KERNELS=${KERNELS:-c rust}
 t0=$SECONDS
 "$PROJECT/scripts/setup.sh"
 for k in $KERNELS; do KSM=$k "$PROJECT/scripts/kernel.sh"; done
+TORTURE=${TORTURE:-1}
 "$PROJECT/scripts/selftests.sh"
 "$PROJECT/scripts/guest-progs.sh"
 
@@ -24,6 +29,12 @@ for k in $KERNELS; do
 	echo $? > "$B/test/$k/vm.rc"
 	set -e
 done
+names=$KERNELS
+if [ "$TORTURE" = 1 ]; then
+	KERNELS=$KERNELS DURATION=${TORTURE_SECONDS:-90} THREADS="1 2" NO_REPORT=1 \
+		"$PROJECT/scripts/torture.sh"
+	for k in $KERNELS; do names="$names $k-torture"; done
+fi
 say "tests done in $(elapsed $((SECONDS - t0)))"
 # shellcheck disable=SC2086
-python3 "$PROJECT/tests/report.py" $KERNELS
+python3 "$PROJECT/tests/report.py" $names

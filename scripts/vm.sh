@@ -2,7 +2,8 @@
 # make vm KSM=rust|c CMD='...': boot build/bzImage-$KSM in QEMU (2 vCPUs, 2 GiB, two NUMA nodes;
 # KVM when a trial boot shows it works, TCG otherwise), run CMD in the guest with the host's file
 # system visible, print its output, and exit with its status. Exits non-zero too when the guest
-# kernel's log shows a splat (BUG, WARNING, Oops, KASAN, lockdep, panic) or the command never ran.
+# kernel's log shows a splat (BUG, WARNING, Oops, KASAN, KFENCE, UBSAN, lockdep, a kmemleak report,
+# panic) or the command never ran.
 #
 # Environment: KSM, CMD, KUNIT=1 (run the built-in KUnit suites at boot), KUNIT_FILTER (glob),
 # APPEND (more kernel arguments), TIMEOUT (seconds, default 1800), ACCEL (kvm|tcg), QUIET=1 (no
@@ -92,7 +93,7 @@ if [ "$qrc" = 124 ]; then
 	status=124
 fi
 # Splats in the guest kernel's log fail the run whatever the command said.
-SPLAT='BUG:|WARNING:|Oops|KASAN|UBSAN|Kernel panic|general protection fault|possible circular locking|possible recursive locking|inconsistent lock state|DEBUG_LOCKS_WARN_ON|INFO: possible|INFO: task .* blocked|list_(add|del) corruption|Call Trace:'
+SPLAT='BUG:|WARNING:|Oops|KASAN|UBSAN|Kernel panic|general protection fault|possible circular locking|possible recursive locking|inconsistent lock state|DEBUG_LOCKS_WARN_ON|INFO: possible|INFO: task .* blocked|list_(add|del) corruption|Call Trace:|unreferenced object|BUG kmalloc|KFENCE:'
 if grep -qE "$SPLAT" "$RUN/console.log" 2>/dev/null; then
 	echo "vm: the guest kernel log shows a problem (build/vm/$(basename "$RUN")/console.log):" >&2
 	grep -nE -A12 "$SPLAT" "$RUN/console.log" | head -60 >&2

@@ -81,6 +81,13 @@ impl KThread {
         })
     }
 
+    /// The CPU time the thread has used, in nanoseconds.
+    #[inline]
+    pub fn runtime_ns(&self) -> u64 {
+        // SAFETY: The thread was started by `run` and we hold a reference to its task.
+        unsafe { bindings::task_sched_runtime(self.task.as_ptr()) }
+    }
+
     /// Asks the thread to stop and waits until its function returns.
     #[inline]
     pub fn stop(self) {
@@ -132,13 +139,6 @@ pub fn cond_resched() {
 pub fn signal_pending() -> bool {
     // SAFETY: Reads the current task's state.
     unsafe { bindings::signal_pending_current() }
-}
-
-/// The CPU time the current task has used, in nanoseconds.
-#[inline]
-pub fn current_runtime_ns() -> u64 {
-    // SAFETY: `get_current()` is the running task.
-    unsafe { bindings::task_sched_runtime(bindings::get_current()) }
 }
 
 /// The monotonic clock, in nanoseconds (C's `ktime_get()`).

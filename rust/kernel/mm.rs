@@ -25,6 +25,7 @@ const NotThreadSafe: NotThreadSafe = PhantomData;
 
 pub mod contents;
 pub mod folio;
+pub mod hotplug;
 pub mod ksm;
 pub mod layout;
 pub mod virt;

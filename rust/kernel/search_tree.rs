@@ -821,6 +821,16 @@ impl<T: TreeNode> BoxTree<T> {
         Some(unsafe { Self::reclaim(elem) })
     }
 
+    /// Takes out the first element, in the tree's order, for which `pred` holds, and gives back
+    /// its ownership; `None` if there is none. A walk from the first element: taking out `k` of
+    /// `n` elements so costs `k` walks, for rare clean-ups, not for lookups.
+    pub fn take_first(&mut self, pred: impl FnMut(&&T) -> bool) -> Option<Pin<KBox<T>>> {
+        let found: *const T = self.iter().find(pred)?;
+        // SAFETY: `found` is an element of this tree, found just above: the tree has not changed
+        // since, and the walk's shared borrow of it has ended.
+        self.remove(unsafe { &*found })
+    }
+
     /// Takes every element out of the tree (children before parents) and hands it to `each`.
     pub fn drain(&mut self, mut each: impl FnMut(Pin<KBox<T>>)) {
         let offset = T::LINKS_OFFSET;

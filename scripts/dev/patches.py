@@ -52,13 +52,13 @@ config KSM_C
 
 config KSM_RUST
 	bool "Rust implementation (rksm)"
-	depends on RUST && !MEMORY_HOTREMOVE
+	depends on RUST
 	select SAMPLES
 	select SAMPLES_RUST
 	help
 	  rksm: KSM written in Rust, in samples/rust/rksm, with the same
-	  user interface as mm/ksm.c, which it replaces. It does not handle
-	  memory hot-remove yet. See Documentation/admin-guide/mm/rksm.rst.
+	  user interface as mm/ksm.c, which it replaces.
+	  See Documentation/admin-guide/mm/rksm.rst.
 	  If unsure, say N.
 
 endchoice
@@ -109,7 +109,7 @@ lists, memory management (page contents), and KVec::pop and swap_remove.""",
                  "#include <linux/kstrtox.h>\n#include <linux/ksm.h>\n"
                  "#include <linux/kthread.h>\n"),
                 ("#include <linux/mdio.h>\n",
-                 "#include <linux/mdio.h>\n#include <linux/mm.h>\n"
+                 "#include <linux/mdio.h>\n#include <linux/memory.h>\n#include <linux/mm.h>\n"
                  "#include <linux/mman.h>\n#include <linux/mmu_notifier.h>\n"
                  "#include <linux/pagewalk.h>\n"),
                 ("#include <linux/refcount.h>\n",

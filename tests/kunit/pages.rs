@@ -257,6 +257,7 @@ impl Backend for TestPages {
     type ItemExtra = NotedPage;
     type Page<'a> = Held<'a>;
     type Locked<'a> = ();
+    type LockedKsm<'a> = Held<'a>;
     type Token = TestToken;
 
     fn item_page(&self, mapping: &TestMapping) -> Option<Held<'_>> {
@@ -300,10 +301,14 @@ impl Backend for TestPages {
         self.nid[*ksm].load(Relaxed)
     }
 
+    fn ksm_page_in(&self, ksm: &usize, frames: &core::ops::Range<usize>) -> bool {
+        frames.contains(ksm)
+    }
+
     fn lock<'a>(&'a self, _page: &'a Held<'_>) {}
 
-    fn locked_is(&self, _locked: &(), _node: &StableNode<Self>) -> bool {
-        true
+    fn lock_ksm_page(&self, node: &StableNode<Self>) -> Option<Held<'_>> {
+        self.ksm_page(node)
     }
 
     fn link_node(&self, _locked: &(), _node: Pin<&StableNode<Self>>) {}
@@ -312,7 +317,7 @@ impl Backend for TestPages {
         None
     }
 
-    fn settle(&self, _kpage: &Held<'_>) -> Result {
+    fn settle(&self, _kpage: &Held<'_>, _node: &StableNode<Self>) -> Result {
         Ok(())
     }
 

@@ -231,6 +231,38 @@ fn stale_nodes_are_removed() -> TestResult {
     Ok(())
 }
 
+/// A range of frames going offline takes out exactly the nodes whose KSM page's frame lies in it
+/// (C's `ksm_check_stable_tree()`): their mappings become loose, the counters follow, the tree
+/// keeps its order, and every other page is still found.
+fn offlined_range_is_pruned() -> TestResult {
+    let n = 64;
+    let mut p = TestPages::new(n, Pattern::Random(9)).check()?;
+    let mut probes = KVec::new();
+    for i in 0..n {
+        probes
+            .push(p.push(Pattern::Random(9), i, 0).check()?, GFP_KERNEL)
+            .check()?;
+    }
+    let mut stats = Stats::default();
+    let mut f = build(&p, n, SET, &mut stats).check()?;
+    let frames = 16..40;
+    f.tree
+        .remove_range(&p, &mut f.token, &mut f.c, |k| frames.contains(k));
+    kunit_ensure_eq!(f.tree.len(), n - frames.len());
+    kunit_ensure_eq!(f.c.pages_shared, (n - frames.len()) as u64);
+    for i in 0..n {
+        let gone = frames.contains(&i);
+        kunit_ensure_eq!(f.its[i].is_loose(), gone);
+        let want = (!gone).then_some(i);
+        kunit_ensure_eq!(search(&mut f, &p, probes[i], SET, &mut stats), want);
+    }
+    // Nothing in the range: nothing changes.
+    f.tree
+        .remove_range(&p, &mut f.token, &mut f.c, |k| *k >= 2 * n);
+    kunit_ensure_eq!(f.tree.len(), n - frames.len());
+    Ok(())
+}
+
 /// A node at `max_page_sharing` is not offered, and neither is a node with no mapping left.
 fn full_or_empty_nodes_are_not_offered() -> TestResult {
     let mut p = TestPages::new(1, Pattern::Best).check()?;
@@ -282,6 +314,7 @@ kunit_suite!(
         keyed_search_matches_naive,
         worst_case_search_cost,
         stale_nodes_are_removed,
+        offlined_range_is_pruned,
         full_or_empty_nodes_are_not_offered,
     ]
 );

@@ -684,8 +684,10 @@ impl AtomicPfn {
 /// The folio of frame `pfn`, whatever it holds now (C's `pfn_folio()`): only an address; nothing
 /// keeps it a folio or allocated.
 ///
-/// A [`Pfn`] came from a folio, and this kernel keeps every `struct page` it ever had (KSM's Rust
-/// implementation is not built with memory hot-remove), so the `struct folio` exists.
+/// A [`Pfn`] came from a folio, so the `struct folio` existed. With memory hot-remove, the
+/// `struct page`s of a range go when it is removed, which comes after it went offline: whoever
+/// keeps a [`Pfn`] without holding its folio forgets it when its range goes offline (KSM's stable
+/// nodes are pruned then, [`super::hotplug::MemoryEvent::Offline`]), before it may be removed.
 #[inline]
 pub fn pfn_folio_raw(pfn: Pfn) -> *mut bindings::folio {
     // SAFETY: `pfn` names memory that has a `struct page` (see above).

@@ -17,7 +17,10 @@
 //! made by implementing [`KsmNode`], about when it frees nodes.
 
 use super::{
-    folio::{pfn_folio_raw, AtomicPfn, Folio, FolioGuard, FolioPage, HeldPage, LockedFolio, Pfn},
+    folio::{
+        pfn_folio_raw, AtomicPfn, Folio, FolioGuard, FolioPage, HeldPage, LockedFolio,
+        OwnedFolioLock, Pfn,
+    },
     virt::VmArea,
     Mm, MmWriteLocked,
 };
@@ -349,6 +352,41 @@ pub fn get_ksm_folio<T: KsmNode>(node: &T, pfn: &AtomicPfn) -> Option<ARef<Folio
             return None;
         }
     }
+}
+
+/// The folio that `node`'s page frame `pfn` holds, locked, if it is still `node`'s KSM folio
+/// once its lock is had; `None` if the node is stale. C's `ksm_get_folio(KSM_GET_FOLIO_LOCK)`.
+///
+/// The lock may be waited for, and meanwhile migration, which checked the reference count before
+/// this reference was taken, may copy the folio and move `node` to the copy: the folio locked is
+/// then no longer `node`'s. Its frame is read again after the lock, and the node's new folio is
+/// locked instead, so that a caller that is told the node is stale may free it (no folio points
+/// at it), and one that gets a folio holds the lock that keeps the node's mappings still.
+pub fn lock_ksm_folio<T: KsmNode>(node: &T, pfn: &AtomicPfn) -> Option<OwnedFolioLock> {
+    loop {
+        let folio = get_ksm_folio(node, pfn)?;
+        let kpfn = folio.pfn();
+        let locked = OwnedFolioLock::lock(folio);
+        if is_ksm_folio_of(&locked, node) {
+            return Some(locked);
+        }
+        drop(locked);
+        // Moved by migration while the lock was waited for (the new frame is published before
+        // the old folio lets go, see `migrate_ksm_folio`), or really stale.
+        fence(Ordering::Acquire);
+        if pfn.load() == kpfn {
+            return None;
+        }
+    }
+}
+
+/// Whether `folio`, held by a reference but not locked, points at `node` now: a KSM folio is
+/// identified by its pointer to its node, not by its frame, which a stale node may share with a
+/// KSM folio of another node after the frame was freed and reused. `true` may be out of date as
+/// soon as it is returned (only the folio's lock keeps it), `false` too.
+#[inline]
+pub fn points_at<T: KsmNode>(folio: &Folio, node: &T) -> bool {
+    folio.mapping_raw() == ksm_mapping(node)
 }
 
 /// Whether the frame `pfn` holds still seems to be the KSM folio of `node`, read without taking

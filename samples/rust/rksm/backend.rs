@@ -37,6 +37,10 @@ pub(crate) trait Backend: Sized {
     type Locked<'a>
     where
         Self: 'a;
+    /// The KSM page of a stable node, held and locked ([`Backend::lock_ksm_page`]).
+    type LockedKsm<'a>
+    where
+        Self: 'a;
     /// The token that governs the lists of rmap_items under stable nodes.
     type Token: Token;
 
@@ -90,12 +94,18 @@ pub(crate) trait Backend: Sized {
     /// The NUMA node of a KSM page.
     fn ksm_page_nid(&self, ksm: &Self::KsmPage) -> usize;
 
+    /// Whether what a stable node records of its KSM page names a frame in `frames` (a range of
+    /// memory going offline).
+    fn ksm_page_in(&self, ksm: &Self::KsmPage, frames: &core::ops::Range<usize>) -> bool;
+
     /// Locks `page`, sleeping until it is free.
     fn lock<'a>(&'a self, page: &'a Self::Page<'_>) -> Self::Locked<'a>;
 
-    /// Whether the locked KSM page still belongs to `node` (it may have been freed and reused
-    /// before the lock was had).
-    fn locked_is(&self, locked: &Self::Locked<'_>, node: &StableNode<Self>) -> bool;
+    /// The KSM page of a stable node, locked, if it is still the node's once locked; `None` if
+    /// the node is stale (C's `ksm_get_folio(KSM_GET_FOLIO_LOCK)`). While the lock is waited
+    /// for, the page may be freed, or migrated and the node moved to the copy: the copy is then
+    /// locked instead, so that `None` means that no page points at the node any more.
+    fn lock_ksm_page(&self, node: &StableNode<Self>) -> Option<Self::LockedKsm<'_>>;
 
     /// Makes the locked KSM page point at `node`.
     fn link_node(&self, locked: &Self::Locked<'_>, node: Pin<&StableNode<Self>>);
@@ -103,9 +113,11 @@ pub(crate) trait Backend: Sized {
     /// The stable node the locked KSM page points at.
     fn node_of<'a>(&self, locked: &'a Self::Locked<'_>) -> Option<Pin<&'a StableNode<Self>>>;
 
-    /// Lets page migration see a raised reference on a KSM page found in the stable tree, by
-    /// taking and dropping its lock; `EBUSY` if it is locked.
-    fn settle(&self, kpage: &Self::Page<'_>) -> Result;
+    /// Lets page migration see a raised reference on `kpage`, the KSM page of `node` found in the
+    /// stable tree, by taking and dropping its lock; `EBUSY` if it is locked, `EAGAIN` if it is no
+    /// longer `node`'s page once locked (a migration that had checked its reference count before
+    /// the lookup took its reference moved the node to a copy: the lookup must be made again).
+    fn settle(&self, kpage: &Self::Page<'_>, node: &StableNode<Self>) -> Result;
 
     /// Maps the KSM page `kpage` where `item` maps `page`, whose contents are equal (C's
     /// `try_to_merge_with_ksm_page()`); `kpage` may be `page` itself (a fork shares a KSM page).

@@ -14,7 +14,7 @@ use crate::knobs;
 use crate::stable::StableNode;
 use core::pin::Pin;
 use kernel::mm::contents::PageBytes;
-use kernel::mm::folio::{AtomicPfn, HeldPage, PageLockGuard};
+use kernel::mm::folio::{AtomicPfn, HeldPage, OwnedFolioLock, PageLockGuard};
 use kernel::mm::ksm::{self as mmksm, AnonVma, AnonVmaSlot, Replacement};
 use kernel::mm::virt::{flags, VmArea};
 use kernel::mm::{Mm, MmapReadGuard};
@@ -116,6 +116,16 @@ fn merge_one(
         }
     }
     if !page.folio().is_anon() {
+        return Err(EFAULT);
+    }
+    // `page` may have been found at the frame an item's page had when it went into the unstable
+    // tree, which another process's page may hold now: a large folio is split only if `page` is
+    // the page mapped here (C splits only the page it found through the item's page table).
+    // For a small one, the page table is checked under its lock when the entry is changed.
+    if page.folio().is_large()
+        && !mmksm::anon_page_at(vma, addr)
+            .is_some_and(|here| core::ptr::eq(here.page(), page.page()))
+    {
         return Err(EFAULT);
     }
     // Wait for nothing: come back to a locked page later.
@@ -234,6 +244,7 @@ impl Backend for KsmBackend {
     type ItemExtra = AnonVmaSlot;
     type Page<'a> = Page;
     type Locked<'a> = PageLockGuard<'a>;
+    type LockedKsm<'a> = OwnedFolioLock;
     type Token = KsmToken;
 
     fn item_page(&self, m: &Mapping) -> Option<Page> {
@@ -275,9 +286,12 @@ impl Backend for KsmBackend {
     }
 
     fn page_is(&self, page: &Page, node: &StableNode<Self>) -> bool {
-        node.ksm_page()
-            .is_some_and(|p| p.load() == page.0.page().pfn())
-            && page.0.folio().is_ksm()
+        // By the folio's pointer to its node, as C's `ksm_get_folio()` checks: a stale node's
+        // frame may hold another node's KSM page now.
+        mmksm::points_at(page.0.folio(), node)
+            && node
+                .ksm_page()
+                .is_some_and(|p| p.load() == page.0.page().pfn())
     }
 
     fn still_maps(&self, item: &RmapItem<Self>, page: &Page, listed: usize) -> bool {
@@ -298,12 +312,16 @@ impl Backend for KsmBackend {
         ksm.load().nid()
     }
 
+    fn ksm_page_in(&self, ksm: &AtomicPfn, frames: &core::ops::Range<usize>) -> bool {
+        frames.contains(&ksm.load().value())
+    }
+
     fn lock<'a>(&'a self, page: &'a Page) -> PageLockGuard<'a> {
         page.0.lock()
     }
 
-    fn locked_is(&self, locked: &PageLockGuard<'_>, node: &StableNode<Self>) -> bool {
-        mmksm::is_ksm_folio_of(locked, node)
+    fn lock_ksm_page(&self, node: &StableNode<Self>) -> Option<OwnedFolioLock> {
+        mmksm::lock_ksm_folio(node, node.ksm_page()?)
     }
 
     fn link_node(&self, locked: &PageLockGuard<'_>, node: Pin<&StableNode<Self>>) {
@@ -314,8 +332,13 @@ impl Backend for KsmBackend {
         mmksm::ksm_node(locked)
     }
 
-    fn settle(&self, kpage: &Page) -> Result {
-        kpage.0.try_lock().map(drop).ok_or(EBUSY)
+    fn settle(&self, kpage: &Page, node: &StableNode<Self>) -> Result {
+        let locked = kpage.0.try_lock().ok_or(EBUSY)?;
+        if mmksm::is_ksm_folio_of(&locked, node) {
+            Ok(())
+        } else {
+            Err(EAGAIN)
+        }
     }
 
     fn merge_with_ksm(&self, item: &RmapItem<Self>, page: &Page, kpage: &Page) -> Result {
@@ -373,16 +396,13 @@ impl Backend for KsmBackend {
     }
 
     fn release(&self, node: &StableNode<Self>) -> bool {
-        // C's `remove_stable_node()`.
-        let Some(page) = self.ksm_page(node) else {
+        // C's `remove_stable_node()`: a node whose page is gone (after any migration waited
+        // for) may go.
+        let Some(locked) = self.lock_ksm_page(node) else {
             return true;
         };
-        let locked = page.0.lock();
-        if !mmksm::is_ksm_folio_of(&locked, node) {
-            return true;
-        }
         // Still mapped (a process between `ksm_exit()` and `exit_mmap()`, say): busy.
-        if page.0.folio().is_mapped() {
+        if locked.folio().is_mapped() {
             return false;
         }
         mmksm::set_ksm_node::<StableNode<Self>>(&locked, None);

@@ -38,6 +38,7 @@ impl kernel::Module for RksmModule {
     fn init(_module: &'static ThisModule) -> Result<Self> {
         scan::init()?;
         kernel::sysfs::register_mm_group(c_str!("ksm"), &knobs::ATTRS)?;
+        scan::set_ready();
         Ok(RksmModule)
     }
 }

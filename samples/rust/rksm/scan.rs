@@ -41,13 +41,17 @@ use crate::item::{RmapItem, MAX_NIDS, MAX_SHARDS};
 use crate::knobs::{self, STATS};
 use crate::real::{KsmBackend, KsmToken, Mapping, Page};
 use crate::trees::{self, Joined, Left, Looked, Outcome, Trees};
-use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
+use core::sync::atomic::{
+    AtomicBool, AtomicU64, AtomicUsize,
+    Ordering::{Acquire, Relaxed, Release},
+};
 use kernel::alloc::KVVec;
 use kernel::c_str;
 use kernel::global::Global;
 use kernel::hlist::{Token, TokenCell};
 use kernel::kthread::{self, Crew, KThread, WaitQueue, WorkList};
 use kernel::mm::folio::HeldPage;
+use kernel::mm::hotplug::{MemoryEvent, MemoryListener, MemoryNotifier};
 use kernel::mm::ksm::{self as mmksm, trace};
 use kernel::mm::virt::flags;
 use kernel::mm::{self, Mm, MmFlag, MmapReadGuard};
@@ -55,7 +59,8 @@ use kernel::page::PAGE_SIZE;
 use kernel::prelude::*;
 use kernel::slist::SList;
 use kernel::str::CString;
-use kernel::sync::{new_mutex, Arc, Mutex};
+use kernel::sync::lock::{mutex::MutexBackend, Guard};
+use kernel::sync::{new_condvar, new_mutex, Arc, CondVar, Mutex};
 use kernel::types::ARef;
 
 /// How many shards the trees are split into.
@@ -242,6 +247,9 @@ pub(crate) struct ScanState {
     pages_scanned: u64,
     pages_skipped: u64,
     advisor: Advisor,
+    /// Memory is going offline: the trees are left alone until it is done (C's
+    /// `KSM_RUN_OFFLINE`, see [`Offlining`]).
+    offlining: bool,
 }
 
 /// The scan-time advisor's state (C's `struct advisor_ctx`).
@@ -258,6 +266,9 @@ struct Advisor {
 pub(crate) struct Ksm {
     #[pin]
     scan: Mutex<ScanState>,
+    /// Signalled when memory that was going offline is done ([`ScanState::offlining`]).
+    #[pin]
+    offline_done: CondVar,
     shards: KVec<Pin<KBox<Mutex<Shard>>>>,
     #[pin]
     backend: KsmBackend,
@@ -283,9 +294,19 @@ pub(crate) struct Ksm {
 
 pub(crate) static KSM: Global<Ksm> = Global::new();
 
+/// Set once rksm's init has succeeded: only then do address spaces register ([`enter`]).
+static READY: AtomicBool = AtomicBool::new(false);
+
+/// The global state, for code that runs only once an address space registered, or from the
+/// threads and files that init starts after setting it: registration needs [`READY`], which
+/// init sets last.
 fn ksm() -> Pin<&'static Ksm> {
-    // Set by the module's init before anything can call in; built-in, never unset.
     KSM.get().expect("rksm used before its init")
+}
+
+/// rksm's init succeeded (its threads run, its files exist): address spaces may register.
+pub(crate) fn set_ready() {
+    READY.store(true, Release);
 }
 
 /// Builds the global state and starts `ksmd`.
@@ -317,11 +338,13 @@ pub(crate) fn init() -> Result {
         pages_scanned: 0,
         pages_skipped: 0,
         advisor: Advisor::default(),
+        offlining: false,
     };
     let backend = KsmBackend::new(zero_checksum)?;
     let ksm = KBox::pin_init(
         pin_init!(Ksm {
             scan <- new_mutex!(state, "ksm_thread_mutex"),
+            offline_done <- new_condvar!("ksm_offline_done"),
             slots <- new_mutex!(
                 SlotList {
                     slots: KVec::new(),
@@ -342,10 +365,56 @@ pub(crate) fn init() -> Result {
         GFP_KERNEL,
     )?;
     KSM.set(ksm).map_err(|_| EBUSY)?;
+    OFFLINING.register()?;
     let thread = kthread::run(ksmd, c_str!("ksmd"))?;
     self::ksm().threads.lock().push(thread, GFP_KERNEL)?;
     Ok(())
 }
+
+impl Ksm {
+    /// Takes the scan lock once no memory is going offline (C's `mutex_lock(&ksm_thread_mutex)`
+    /// and `wait_while_offlining()`): what walks or changes every tree waits meanwhile.
+    fn lock_scan(&self) -> Guard<'_, ScanState, MutexBackend> {
+        let mut st = self.scan.lock();
+        while st.offlining {
+            self.offline_done.wait(&mut st);
+        }
+        st
+    }
+}
+
+/// What rksm does while memory goes offline (C's `ksm_memory_callback()`): offlining migrates
+/// every KSM page out of the range, moving its stable node with it; once the range is offline,
+/// the nodes still recording a frame in it are stale and are taken out, before the range's
+/// `struct page`s may go. Meanwhile `ksmd` and whatever walks every tree wait.
+struct Offlining;
+
+impl MemoryListener for Offlining {
+    /// C's `KSM_CALLBACK_PRI`.
+    const PRIORITY: i32 = 100;
+
+    fn memory_event(event: MemoryEvent, start_pfn: usize, nr_pages: usize) {
+        let Some(k) = KSM.get() else {
+            return;
+        };
+        match event {
+            MemoryEvent::GoingOffline => k.scan.lock().offlining = true,
+            MemoryEvent::Offline | MemoryEvent::CancelOffline => {
+                if event == MemoryEvent::Offline {
+                    let frames = start_pfn..start_pfn + nr_pages;
+                    for i in 0..NR_SHARDS {
+                        k.in_shard(i, |t, token| t.remove_range(&k.backend, token, &frames));
+                    }
+                }
+                k.scan.lock().offlining = false;
+                k.offline_done.notify_all();
+            }
+            MemoryEvent::Other => {}
+        }
+    }
+}
+
+static OFFLINING: MemoryNotifier<Offlining> = MemoryNotifier::new();
 
 /// Wakes `ksmd` if it waits for work.
 pub(crate) fn wake_thread() {
@@ -368,7 +437,7 @@ fn ksmd() {
     let k = ksm();
     while !kthread::should_stop() {
         {
-            let mut st = k.scan.lock();
+            let mut st = k.lock_scan();
             if should_run() {
                 st.do_scan(&k, knobs::PAGES_TO_SCAN.load(Relaxed) as usize);
             }
@@ -424,7 +493,7 @@ pub(crate) fn set_scan_threads(n: u32) -> Result {
 /// rmap_item first; if that fails, KSM stops and the error is returned.
 pub(crate) fn set_run(flags: u32) -> Result {
     let k = ksm();
-    let mut st = k.scan.lock();
+    let mut st = k.lock_scan();
     if knobs::RUN.load(Relaxed) == flags {
         return Ok(());
     }
@@ -445,13 +514,20 @@ pub(crate) fn set_run(flags: u32) -> Result {
 /// `max_page_sharing_store()`): fails with `EBUSY`, as C KSM does, while KSM pages are mapped by
 /// rmap_items (`pages_shared` is not 0) or while a KSM page of an empty node is still mapped (by
 /// forks); otherwise `prepare` makes what each shard needs, and once every shard has it (a
-/// failure changes nothing), `commit` applies it to each.
+/// failure changes nothing), `commit` applies it to each, and `publish` shows the new value.
+/// All under the scan lock, `unchanged` (the knob has the value asked for already) included, so
+/// that of two writers the one whose value the trees keep is the one whose value is shown.
 fn change_trees<P>(
+    unchanged: impl FnOnce() -> bool,
     prepare: impl Fn(&Trees<KsmBackend>) -> Result<P>,
     commit: impl Fn(&mut Trees<KsmBackend>, P),
+    publish: impl FnOnce(),
 ) -> Result {
     let k = ksm();
-    let _st = k.scan.lock();
+    let _st = k.lock_scan();
+    if unchanged() {
+        return Ok(());
+    }
     let shared: u64 = k
         .shards
         .iter()
@@ -482,6 +558,7 @@ fn change_trees<P>(
             sh.publish();
         }
     }
+    publish();
     Ok(())
 }
 
@@ -491,11 +568,11 @@ pub(crate) fn set_merge_across_nodes(on: bool) -> Result {
         return Ok(());
     }
     change_trees(
+        || STATS.merge_across_nodes.load(Relaxed) == on,
         |t| t.prepare_merge_across_nodes(on),
         |t, p| t.commit_merge_across_nodes(on, p),
-    )?;
-    STATS.merge_across_nodes.store(on, Relaxed);
-    Ok(())
+        || STATS.merge_across_nodes.store(on, Relaxed),
+    )
 }
 
 /// Sets `max_page_sharing` (C's `max_page_sharing_store()`).
@@ -503,9 +580,15 @@ pub(crate) fn set_max_page_sharing(max: usize) -> Result {
     if max < 2 {
         return Err(EINVAL);
     }
-    change_trees(|_| Ok(()), |t, ()| t.max_page_sharing = max)?;
-    STATS.max_page_sharing.store(max as i64, Relaxed);
-    Ok(())
+    if STATS.max_page_sharing.load(Relaxed) == max as i64 {
+        return Ok(());
+    }
+    change_trees(
+        || STATS.max_page_sharing.load(Relaxed) == max as i64,
+        |_| Ok(()),
+        |t, ()| t.max_page_sharing = max,
+        || STATS.max_page_sharing.store(max as i64, Relaxed),
+    )
 }
 
 /// Forgets the scan-time advisor's history (it was just switched on).
@@ -1041,21 +1124,28 @@ impl ScanState {
         }
         // The items from the cursor on had no mergeable page this time.
         self.remove_trailing(k, &slot);
+        // No mergeable area was met while walking the whole address space (it is exiting, or
+        // they were all unmapped): it leaves KSM, as C does, and as in C under the mmap lock,
+        // looking at its areas again. A `MADV_MERGEABLE` since the walk saw the address space
+        // registered and did not register it again: its area is seen here and the slot stays;
+        // one after this sees the flag clear and registers it anew.
+        let guard = (self.address == 0).then(|| slot.mm.mmap_read_lock());
+        let leaves = guard.as_ref().is_some_and(|g| {
+            slot.mm.is_exiting() || !g.vmas_from(0).any(|v| v.flags() & flags::MERGEABLE != 0)
+        });
         let mut sl = k.slots.lock();
         let here = sl.cursor;
         let next = sl.advance();
-        if self.address == 0 {
-            // No mergeable area was met while walking the whole address space (it is exiting,
-            // or they were all unmapped): it leaves KSM, as C does.
-            if sl.slots.get(here).is_some_and(|s| Arc::ptr_eq(s, &slot)) {
-                sl.remove(here);
-                k.nr_slots.fetch_sub(1, Relaxed);
-            }
-            drop(sl);
-            slot.mm.clear_flag(MmFlag::VmMergeable);
-        } else {
-            drop(sl);
+        let removed = leaves && sl.slots.get(here).is_some_and(|s| Arc::ptr_eq(s, &slot));
+        if removed {
+            sl.remove(here);
+            k.nr_slots.fetch_sub(1, Relaxed);
         }
+        drop(sl);
+        if removed {
+            slot.mm.clear_flag(MmFlag::VmMergeable);
+        }
+        drop(guard);
         match next {
             Some(n) => {
                 self.address = 0;
@@ -1063,7 +1153,7 @@ impl ScanState {
                 true
             }
             None => {
-                self.end_pass();
+                self.end_pass(k);
                 false
             }
         }
@@ -1108,9 +1198,9 @@ impl ScanState {
         }
     }
 
-    fn end_pass(&mut self) {
+    fn end_pass(&mut self, k: &Ksm) {
         if knobs::ADVISOR_SCAN_TIME.load(Relaxed) {
-            self.scan_time_advisor();
+            self.scan_time_advisor(k);
         }
         trace::stop_scan(self.seqnr, self.rmap_items as u64);
         self.seqnr += 1;
@@ -1118,11 +1208,12 @@ impl ScanState {
     }
 
     /// C's `scan_time_advisor()`: scales `pages_to_scan` so that a pass takes about
-    /// `advisor_target_scan_time` seconds, within the CPU bounds.
-    fn scan_time_advisor(&mut self) {
+    /// `advisor_target_scan_time` seconds, within the CPU bounds. The CPU time is that of every
+    /// scanner thread, `ksmd`'s helpers included (they do part of the pass's work).
+    fn scan_time_advisor(&mut self, k: &Ksm) {
         let a = &mut self.advisor;
         let scan_time = (((kthread::ktime_ns() - a.start_ns) / 1_000_000_000) as u64).max(1);
-        let cpu = kthread::current_runtime_ns();
+        let cpu: u64 = k.threads.lock().iter().map(|t| t.runtime_ns()).sum();
         let cpu_ms = cpu.saturating_sub(a.cpu_ns) / 1_000_000;
         let cpu_percent = ((cpu_ms * 100) / (scan_time * 1000)).max(1);
         let last = if a.scan_time != 0 {
@@ -1187,8 +1278,14 @@ impl ScanState {
 }
 
 /// Registers `mm` with KSM (C's `__ksm_enter()`).
+///
+/// Fails with `ENOMEM` if rksm's init failed (it could not allocate what it needs): KSM then
+/// stays off, and `madvise(MADV_MERGEABLE)` and `prctl(PR_SET_MEMORY_MERGE)` fail.
 pub(crate) fn enter(mm: &Mm) -> Result {
-    let k = ksm();
+    let k = match KSM.get() {
+        Some(k) if READY.load(Acquire) => k,
+        _ => return Err(ENOMEM),
+    };
     let slot = Arc::new(
         MmSlot {
             mm: mm.into(),
@@ -1229,7 +1326,10 @@ pub(crate) fn enter(mm: &Mm) -> Result {
 /// scanned goes at once; otherwise it moves just after the cursor for `ksmd` to free, and the
 /// mmap lock is taken and dropped to wait for any unmerging in progress on it.
 pub(crate) fn exit(mm: &Mm) {
-    let k = ksm();
+    // Nothing registers before init is done.
+    let Some(k) = KSM.get() else {
+        return;
+    };
     let mut gone = None;
     let mut found = false;
     {

@@ -557,6 +557,43 @@ impl<B: Backend> StableTree<B> {
         }
     }
 
+    /// Takes out every node whose KSM page's frame `in_range` says lies in a range of memory
+    /// that went offline, and the dups of chains so (C's `ksm_check_stable_tree()`): offlining
+    /// migrated every page in use out of the range, so such a node is stale, and its frame may
+    /// stop having a `struct page` when the range is removed. Their mappings become loose.
+    pub(crate) fn remove_range(
+        &mut self,
+        backend: &B,
+        token: &mut B::Token,
+        c: &mut Counters,
+        in_range: impl Fn(&B::KsmPage) -> bool,
+    ) {
+        let stale = |n: &StableNode<B>| n.ksm_page().is_some_and(&in_range);
+        // Dups first: a chain left without dups goes with the plain nodes below.
+        for node in self.tree.iter() {
+            let Kind::Chain(cell) = &node.kind else {
+                continue;
+            };
+            loop {
+                let chain = cell.get_mut(token);
+                let Some(i) = chain.dups.iter().position(|d| stale(d)) else {
+                    break;
+                };
+                let dup = chain.dups.swap_remove(i);
+                Self::free_node(backend, token, dup, c, true);
+            }
+        }
+        while let Some(node) = self.tree.take_first(|n| match &n.kind {
+            Kind::Page(_) => stale(n),
+            Kind::Chain(cell) => cell.get(token).dups.is_empty(),
+        }) {
+            Self::free_node(backend, token, node, c, false);
+        }
+        if self.tree.is_empty() {
+            self.floor = PAGE_SIZE;
+        }
+    }
+
     /// Takes out every node that may go (C's `remove_all_stable_nodes()`): nodes with no mapping
     /// whose KSM page is gone or unmapped. Returns `false` if some could not (a page still
     /// mapped), as C's `EBUSY`.

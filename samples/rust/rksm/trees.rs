@@ -276,26 +276,41 @@ impl<B: Backend> Trees<B> {
             }
             return;
         }
-        let kpage = match item.place(token) {
-            Place::Stable(node) => backend.ksm_page(node),
+        let locked = match item.place(token) {
+            Place::Stable(node) => backend.lock_ksm_page(node),
             _ => return,
         };
-        let Some(kpage) = kpage else {
-            stable::clear_stale(backend, token, item, &mut self.counters);
-            return;
-        };
-        let locked = backend.lock(&kpage);
-        let still = match item.place(token) {
-            Place::Stable(node) => backend.locked_is(&locked, node),
-            _ => return,
-        };
-        if still {
+        if let Some(locked) = locked {
             stable::remove_item(token, item, &mut self.counters);
             drop(locked);
             backend.unmerged(item);
         } else {
-            drop(locked);
             stable::clear_stale(backend, token, item, &mut self.counters);
+        }
+    }
+
+    /// Takes out every stable node whose KSM page's frame is in `frames`, a range of memory that
+    /// went offline (C's `ksm_check_stable_tree()`): such a node is stale (offlining migrated
+    /// every page in use out of the range), and its frame may stop having a `struct page` when
+    /// the range is removed.
+    pub(crate) fn remove_range(
+        &mut self,
+        backend: &B,
+        token: &mut B::Token,
+        frames: &core::ops::Range<usize>,
+    ) {
+        let in_range = |k: &B::KsmPage| backend.ksm_page_in(k, frames);
+        for t in self.stable.iter_mut() {
+            t.remove_range(backend, token, &mut self.counters, in_range);
+        }
+        let mut i = 0;
+        while i < self.misplaced.len() {
+            if self.misplaced[i].ksm_page().is_some_and(in_range) {
+                let node = self.misplaced.swap_remove(i);
+                StableTree::free_node(backend, token, node, &mut self.counters, false);
+            } else {
+                i += 1;
+            }
         }
     }
 
@@ -565,8 +580,11 @@ impl<B: Backend> Trees<B> {
             };
             match stable[idx].search(backend, token, &key, look, stats, counters, elsewhere) {
                 Search::Found(found) => {
-                    if backend.settle(&found.page).is_err() {
-                        return Looked::Joined(Joined::Done(Outcome::Busy));
+                    match backend.settle(&found.page, &found.node.get(token)) {
+                        Ok(()) => {}
+                        // Migrated since the lookup: look again (C's `goto again`).
+                        Err(e) if e == EAGAIN => continue,
+                        Err(_) => return Looked::Joined(Joined::Done(Outcome::Busy)),
                     }
                     return Looked::Joined(Joined::Stable {
                         kpage: found.page,

@@ -1,0 +1,639 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * ksmrace: regression tests aimed at the windows of races found by reading rksm against mm/ksm.c
+ * (issue 20). Each scenario opens its window as wide and as often as it can within a time budget
+ * and fails if the kernel lost, corrupted or mis-mapped anything; a use-after-free shows as a
+ * splat in the kernel log, which fails the VM run (scripts/vm.sh), best on the debug kernels.
+ *
+ *   register   an address space whose mergeable areas were all unmapped registers a new one
+ *              at once (MADV_MERGEABLE): the new area must merge. rksm once dropped the address
+ *              space after looking at it without its mmap lock, so that a madvise in between
+ *              saw it registered, did not register it again, and its area was never scanned.
+ *   migrate    merged pages migrate between the NUMA nodes without pause while run=2 unmerges
+ *              everything and run=1 merges it again: every byte stays right, and no KSM page or
+ *              splat is left. rksm once took a KSM page whose lock it waited for to be stale
+ *              when migration had moved its node to a copy meanwhile, and freed the node that
+ *              the copy still pointed at.
+ *   bystander  pages that went into the unstable tree are freed and their frames taken by
+ *              another process's transparent huge pages before the pages' partners are scanned:
+ *              the other process's huge pages must stay whole and exact. rksm once split the
+ *              huge page at a frame an unstable tree item remembered before checking that the
+ *              item still mapped it.
+ *   offline    merged pages in ZONE_MOVABLE, the memory blocks holding their KSM pages offlined
+ *              and onlined again: still merged, every byte right, nothing left after run=2
+ *              (memory hot-remove, which rksm once did not support).
+ *
+ * Usage: ksmrace SCENARIO [SECONDS]. Prints TAP; exits 0 only if every check passed. Needs
+ * root: it drives /sys/kernel/mm/ksm (and restores what it changed).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define PAGE 4096UL
+#define KSM "/sys/kernel/mm/ksm/"
+#define MPOL_MF_MOVE (1 << 1)
+
+static int tests, failures;
+
+#define __printf(a, b) __attribute__((format(printf, a, b)))
+
+static void __printf(2, 3) check(int ok, const char *fmt, ...)
+{
+	va_list ap;
+
+	printf("%sok %d - ", ok ? "" : "not ", ++tests);
+	va_start(ap, fmt);
+	vprintf(fmt, ap);
+	va_end(ap);
+	printf("\n");
+	fflush(stdout);
+	failures += !ok;
+}
+
+static double now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static long read_long(const char *path)
+{
+	char buf[64] = "";
+	int fd = open(path, O_RDONLY);
+	long v = -1;
+
+	if (fd >= 0) {
+		if (read(fd, buf, sizeof(buf) - 1) > 0)
+			v = strtol(buf, NULL, 10);
+		close(fd);
+	}
+	return v;
+}
+
+static long knob(const char *name)
+{
+	char path[128];
+
+	snprintf(path, sizeof(path), KSM "%s", name);
+	return read_long(path);
+}
+
+/* Writes a knob; returns 0 or the errno of the write. */
+static int set_knob(const char *name, long value)
+{
+	char path[128], buf[32];
+	int fd, err = 0;
+
+	snprintf(path, sizeof(path), KSM "%s", name);
+	snprintf(buf, sizeof(buf), "%ld", value);
+	fd = open(path, O_WRONLY);
+	if (fd < 0)
+		return errno;
+	if (write(fd, buf, strlen(buf)) < 0)
+		err = errno;
+	close(fd);
+	return err;
+}
+
+static long merging_pages(void)
+{
+	return read_long("/proc/self/ksm_merging_pages");
+}
+
+/* The knobs a scenario changes, saved to be put back. */
+static const char * const saved_names[] = { "run", "sleep_millisecs", "pages_to_scan", "merge_across_nodes" };
+static long saved[4];
+
+static void save_knobs(void)
+{
+	for (int i = 0; i < 4; i++)
+		saved[i] = knob(saved_names[i]);
+}
+
+static void restore_knobs(void)
+{
+	set_knob("run", 2);
+	for (int i = 3; i >= 0; i--)
+		if (saved[i] >= 0)
+			set_knob(saved_names[i], saved[i]);
+}
+
+static void *map_pages(size_t n)
+{
+	void *p = mmap(NULL, n * PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	if (p == MAP_FAILED) {
+		perror("mmap");
+		exit(2);
+	}
+	return p;
+}
+
+/* Fills page i of `p` with the 64-bit value `v(i)` repeated. */
+static void fill(char *p, size_t n, uint64_t (*v)(size_t, uint64_t), uint64_t seed)
+{
+	for (size_t i = 0; i < n; i++) {
+		uint64_t *w = (uint64_t *)(p + i * PAGE);
+
+		for (size_t j = 0; j < PAGE / 8; j++)
+			w[j] = v(i, seed);
+	}
+}
+
+/* The first page of `p` whose bytes are not `v(i)` repeated, or -1. */
+static long first_wrong(const char *p, size_t n, uint64_t (*v)(size_t, uint64_t), uint64_t seed)
+{
+	for (size_t i = 0; i < n; i++) {
+		const uint64_t *w = (const uint64_t *)(p + i * PAGE);
+
+		for (size_t j = 0; j < PAGE / 8; j++)
+			if (w[j] != v(i, seed))
+				return i;
+	}
+	return -1;
+}
+
+/* Waits until at least `want` of this process's pages are merged; false after `secs`. */
+static int wait_merged(long want, double secs)
+{
+	double end = now() + secs;
+
+	while (merging_pages() < want) {
+		if (now() > end)
+			return 0;
+		usleep(2000);
+	}
+	return 1;
+}
+
+static uint64_t same(size_t i, uint64_t seed)
+{
+	(void)i;
+	return seed;
+}
+
+/*
+ * register: A (NA equal pages) merges; A is unmapped; after a random delay, B (NB equal pages)
+ * is mapped and made mergeable at once. ksmd's next look at the address space finds no
+ * mergeable area if it comes before B, and removes it from its list: B's madvise must then
+ * register it again, or B never merges.
+ */
+static void scenario_register(double budget)
+{
+	const size_t NA = 2048, NB = 16;
+	double end = now() + budget;
+	int rounds = 0, lost = 0, unmerged_a = 0;
+	unsigned int seed = getpid();
+
+	set_knob("run", 1);
+	set_knob("sleep_millisecs", 0);
+	set_knob("pages_to_scan", 10000);
+	while (now() < end && !lost) {
+		char *a = map_pages(NA), *b;
+		long sc;
+
+		fill(a, NA, same, 0x1000 + rounds);
+		madvise(a, NA * PAGE, MADV_MERGEABLE);
+		if (!wait_merged(NA / 2, 20)) {
+			unmerged_a++;
+			munmap(a, NA * PAGE);
+			break;
+		}
+		munmap(a, NA * PAGE);
+		usleep(rand_r(&seed) % 20000);
+		b = map_pages(NB);
+		fill(b, NB, same, 0x2000 + rounds);
+		madvise(b, NB * PAGE, MADV_MERGEABLE);
+		/* B merges within a few passes; a lost registration has no passes at all. */
+		sc = knob("full_scans");
+		while (merging_pages() < (long)NB / 2 && knob("full_scans") < sc + 8 &&
+		       now() < end + 30)
+			usleep(2000);
+		if (merging_pages() < (long)NB / 2) {
+			lost++;
+			printf("# round %d: the new area never merged (full_scans %ld -> %ld)\n", rounds,
+			       sc, knob("full_scans"));
+		}
+		munmap(b, NB * PAGE);
+		rounds++;
+	}
+	printf("# register: %d rounds\n", rounds);
+	check(!unmerged_a, "register: the first area merged every round");
+	check(!lost, "register: a new area merges after the last one was unmapped (%d rounds)",
+	      rounds);
+	check(rounds >= 5, "register: at least 5 rounds in the time given (%d)", rounds);
+}
+
+/* migrate: NPAGES pages, 64 contents, migrated without pause while run flips 2 -> 1. */
+#define MIG_PAGES 1024
+static char *mig_area;
+static volatile int mig_stop;
+static long mig_moved, mig_errors;
+
+static uint64_t mig_value(size_t i, uint64_t seed)
+{
+	return seed ^ (i % 64) * 0x9e3779b97f4a7c15ULL;
+}
+
+static void *migrator(void *arg)
+{
+	void *pages[MIG_PAGES];
+	int nodes[MIG_PAGES], status[MIG_PAGES];
+	int to = 1;
+
+	(void)arg;
+	for (size_t i = 0; i < MIG_PAGES; i++)
+		pages[i] = mig_area + i * PAGE;
+	while (!mig_stop) {
+		for (size_t i = 0; i < MIG_PAGES; i++)
+			nodes[i] = to;
+		if (syscall(SYS_move_pages, 0, MIG_PAGES, pages, nodes, status, MPOL_MF_MOVE) < 0)
+			mig_errors++;
+		else
+			for (size_t i = 0; i < MIG_PAGES; i++)
+				mig_moved += status[i] == to;
+		to ^= 1;
+	}
+	return NULL;
+}
+
+static void scenario_migrate(double budget)
+{
+	double end = now() + budget;
+	pthread_t t;
+	int rounds = 0, wrong = 0, merged_rounds = 0, run_errors = 0;
+	long left;
+
+	if (read_long("/sys/devices/system/node/node1/cpu1/online") < 0 &&
+	    access("/sys/devices/system/node/node1", F_OK) != 0) {
+		check(0, "migrate: needs two NUMA nodes");
+		return;
+	}
+	set_knob("sleep_millisecs", 0);
+	set_knob("pages_to_scan", 10000);
+	mig_area = map_pages(MIG_PAGES);
+	fill(mig_area, MIG_PAGES, mig_value, 0x5eed);
+	madvise(mig_area, MIG_PAGES * PAGE, MADV_MERGEABLE);
+	pthread_create(&t, NULL, migrator, NULL);
+	while (now() < end) {
+		long w;
+
+		if (set_knob("run", 1))
+			run_errors++;
+		merged_rounds += wait_merged(MIG_PAGES / 2, 10);
+		/* Unmerge everything while the pages keep moving. */
+		if (set_knob("run", 2))
+			run_errors++;
+		w = first_wrong(mig_area, MIG_PAGES, mig_value, 0x5eed);
+		if (w >= 0) {
+			wrong++;
+			printf("# round %d: page %ld reads wrong\n", rounds, w);
+		}
+		rounds++;
+	}
+	mig_stop = 1;
+	pthread_join(t, NULL);
+	set_knob("run", 2);
+	left = knob("pages_shared") + knob("pages_sharing");
+	printf("# migrate: %d rounds, %ld pages moved, %ld move_pages errors\n", rounds, mig_moved,
+	       mig_errors);
+	check(!wrong, "migrate: every byte right after each unmerge (%d rounds)", rounds);
+	check(merged_rounds * 2 >= rounds, "migrate: the pages merged in most rounds (%d of %d)",
+	      merged_rounds, rounds);
+	check(mig_moved > 0, "migrate: pages were migrated (%ld)", mig_moved);
+	check(!run_errors, "migrate: every run write succeeded");
+	check(left == 0, "migrate: no KSM page left after run=2 (%ld)", left);
+	munmap(mig_area, MIG_PAGES * PAGE);
+}
+
+/*
+ * bystander: X (NX pages that begin with 128 zero bytes, then one value each) goes into the
+ * unstable tree in one batch of ksmd (pages_to_scan = NX, a long sleep after it); X's pages are
+ * then freed (MADV_DONTNEED: the area stays) and a bystander process fills transparent huge
+ * pages, which begin with 128 zero bytes too, over most of free memory, taking X's frames; then
+ * ksmd is woken for its next batch, Y, X's twins, which find X's items by their checksums. The
+ * bystander's huge pages must stay whole (AnonHugePages) and exact.
+ */
+static uint64_t bys_value(size_t i, uint64_t seed)
+{
+	return seed + i * 0x100000001b3ULL;
+}
+
+/* Page i: 16 zero words, then bys_value(i, seed) repeated. */
+static void fill_prefixed(char *p, size_t n, uint64_t seed)
+{
+	for (size_t i = 0; i < n; i++) {
+		uint64_t *w = (uint64_t *)(p + i * PAGE);
+
+		for (size_t j = 0; j < PAGE / 8; j++)
+			w[j] = j < 16 ? 0 : bys_value(i, seed);
+	}
+}
+
+static long first_wrong_prefixed(const char *p, size_t n, uint64_t seed)
+{
+	for (size_t i = 0; i < n; i++) {
+		const uint64_t *w = (const uint64_t *)(p + i * PAGE);
+
+		for (size_t j = 0; j < PAGE / 8; j++)
+			if (w[j] != (j < 16 ? 0 : bys_value(i, seed)))
+				return i;
+	}
+	return -1;
+}
+
+static long meminfo_kb(const char *path, const char *field)
+{
+	char line[256], fmt[64];
+	long kb = -1;
+	FILE *f = fopen(path, "r");
+
+	if (!f)
+		return -1;
+	snprintf(fmt, sizeof(fmt), "%s: %%ld kB", field);
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, fmt, &kb) == 1)
+			break;
+	fclose(f);
+	return kb;
+}
+
+static long anon_huge_kb(pid_t pid)
+{
+	char path[64];
+
+	snprintf(path, sizeof(path), "/proc/%d/smaps_rollup", pid);
+	return meminfo_kb(path, "AnonHugePages");
+}
+
+/* The bystander: huge pages over most of free memory; says 'r' when filled, checks on 'v'. */
+static void huge_owner(int ready, int go)
+{
+	const size_t huge = 2UL << 20;
+	size_t len = (size_t)(meminfo_kb("/proc/meminfo", "MemFree") * 1024 * 6 / 10) & ~(huge - 1);
+	char *h = mmap(NULL, len + huge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	char *a = (char *)(((uintptr_t)h + huge - 1) & ~(huge - 1));
+	long bad;
+	char c = 'r';
+
+	if (h == MAP_FAILED)
+		_exit(3);
+	madvise(a, len, MADV_HUGEPAGE);
+	fill_prefixed(a, len / PAGE, 0x77);
+	if (write(ready, &c, 1) != 1 || read(go, &c, 1) != 1)
+		_exit(3);
+	bad = first_wrong_prefixed(a, len / PAGE, 0x77);
+	if (bad >= 0)
+		printf("# the bystander's page %ld reads wrong\n", bad);
+	_exit(bad >= 0);
+}
+
+static void scenario_bystander(double budget)
+{
+	const size_t NX = 8192;
+	double end = now() + budget;
+	int rounds = 0, split = 0, wrong = 0, huge_rounds = 0, timely = 0;
+
+	set_knob("merge_across_nodes", 1);
+	while (now() < end) {
+		/* X then Y in one area, so that ksmd meets X's pages first in each pass. */
+		char *xy = map_pages(2 * NX), *y = xy + NX * PAGE;
+		long before, after, unshared, sc;
+		int p[2], q[2], st;
+		pid_t pid;
+		char c;
+
+		fill_prefixed(xy, NX, 0x1000 * (rounds + 1));
+		fill_prefixed(y, NX, 0x1000 * (rounds + 1));
+		set_knob("run", 2);
+		set_knob("sleep_millisecs", 60000);
+		set_knob("pages_to_scan", NX);
+		madvise(xy, 2 * NX * PAGE, MADV_MERGEABLE);
+		set_knob("run", 1);
+		/* Pass 1 takes checksums; pass 2's first batch puts X into the unstable tree. */
+		sc = knob("pages_scanned");
+		set_knob("sleep_millisecs", 0);
+		while (knob("pages_scanned") < sc + 2 * (long)NX && now() < end + 60)
+			usleep(500);
+		set_knob("sleep_millisecs", 60000);
+		while (knob("pages_scanned") < sc + 3 * (long)NX && now() < end + 60)
+			usleep(1000);
+		unshared = knob("pages_unshared");
+		sc = knob("pages_scanned");
+		madvise(xy, NX * PAGE, MADV_DONTNEED);
+		if (pipe(p) || pipe(q))
+			exit(2);
+		pid = fork();
+		if (!pid)
+			huge_owner(p[1], q[0]);
+		if (read(p[0], &c, 1) != 1)
+			exit(2);
+		before = anon_huge_kb(pid);
+		huge_rounds += before > 0;
+		/* Y's batch, now: ksmd wakes when sleep_millisecs changes. */
+		timely += knob("pages_scanned") == sc;
+		set_knob("sleep_millisecs", 1);
+		while (knob("pages_scanned") < sc + (long)NX && now() < end + 60)
+			usleep(2000);
+		set_knob("sleep_millisecs", 60000);
+		after = anon_huge_kb(pid);
+		if (after < before) {
+			split++;
+			printf("# round %d: the bystander's huge pages went from %ld to %ld kB\n",
+			       rounds, before, after);
+		}
+		c = 'v';
+		if (write(q[1], &c, 1) != 1)
+			exit(2);
+		waitpid(pid, &st, 0);
+		wrong += !WIFEXITED(st) || WEXITSTATUS(st);
+		close(p[0]);
+		close(p[1]);
+		close(q[0]);
+		close(q[1]);
+		printf("# round %d: X in the unstable tree (%ld), bystander %ld -> %ld kB huge\n",
+		       rounds, unshared, before, after);
+		munmap(xy, 2 * NX * PAGE);
+		rounds++;
+	}
+	check(huge_rounds > 0 && timely > 0,
+	      "bystander: the bystander got huge pages before Y's batch (%d, %d of %d rounds)",
+	      huge_rounds, timely, rounds);
+	check(!split, "bystander: its huge pages stayed whole (%d of %d rounds split)", split, rounds);
+	check(!wrong, "bystander: every byte of its memory right");
+}
+
+/*
+ * offline: merged pages in ZONE_MOVABLE (the VM boots with movablecore=), the memory blocks
+ * that hold their KSM pages offlined and onlined again through /sys/devices/system/memory.
+ * Offlining migrates the KSM pages out of the blocks: they must stay merged (their stable nodes
+ * follow them), read back right, and leave no KSM page behind after run=2.
+ */
+#define OFF_PAGES 2048
+#define SYSMEM "/sys/devices/system/memory/"
+
+static uint64_t off_value(size_t i, uint64_t seed)
+{
+	return seed ^ ((i % (OFF_PAGES / 2)) * 0x9e3779b97f4a7c15ULL);
+}
+
+/* The frame `addr` maps (root reads frames from pagemap), or 0. */
+static uint64_t frame_of(int pagemap, const void *addr)
+{
+	uint64_t e;
+
+	if (pread(pagemap, &e, 8, (uintptr_t)addr / PAGE * 8) != 8 || !(e >> 63))
+		return 0;
+	return e & ((1ULL << 55) - 1);
+}
+
+static int block_state(long block, const char *want)
+{
+	char path[128], buf[64] = "";
+	int fd, n;
+
+	snprintf(path, sizeof(path), SYSMEM "memory%ld/state", block);
+	fd = open(path, O_RDONLY);
+	if (fd < 0)
+		return 0;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	return n > 0 && !strncmp(buf, want, strlen(want));
+}
+
+static int set_block(long block, const char *state)
+{
+	char path[128];
+	int fd, err = 0;
+
+	snprintf(path, sizeof(path), SYSMEM "memory%ld/state", block);
+	fd = open(path, O_WRONLY);
+	if (fd < 0)
+		return errno;
+	if (write(fd, state, strlen(state)) < 0)
+		err = errno;
+	close(fd);
+	return err;
+}
+
+static void scenario_offline(double budget)
+{
+	long bsize = 0, blocks[OFF_PAGES], nblocks = 0, offlined = 0, onlined = 0;
+	int pagemap = open("/proc/self/pagemap", O_RDONLY), moved = 0, rounds = 0;
+	double end = now() + budget;
+	char *a, buf[32] = "";
+	long w, left;
+	int fd;
+
+	fd = open(SYSMEM "block_size_bytes", O_RDONLY);
+	if (fd >= 0 && read(fd, buf, sizeof(buf) - 1) > 0)
+		bsize = strtol(buf, NULL, 16);
+	if (fd >= 0)
+		close(fd);
+	if (bsize <= 0 || pagemap < 0) {
+		check(0, "offline: memory blocks and pagemap are there");
+		return;
+	}
+	set_knob("run", 2);
+	set_knob("sleep_millisecs", 0);
+	set_knob("pages_to_scan", 10000);
+	set_knob("merge_across_nodes", 1);
+	a = map_pages(OFF_PAGES);
+	fill(a, OFF_PAGES, off_value, 0xabcd);
+	madvise(a, OFF_PAGES * PAGE, MADV_MERGEABLE);
+	set_knob("run", 1);
+	check(wait_merged(OFF_PAGES * 3 / 4, 60), "offline: the pages merged (%ld)", merging_pages());
+	while (now() < end && rounds < 3) {
+		/* The blocks that hold this process's KSM pages and that may go offline. */
+		nblocks = 0;
+		for (size_t i = 0; i < OFF_PAGES / 2; i++) {
+			uint64_t f = frame_of(pagemap, a + i * PAGE);
+			long b = f ? (long)(f * PAGE / bsize) : -1;
+			int seen = 0;
+
+			if (b < 0 || f != frame_of(pagemap, a + (i + OFF_PAGES / 2) * PAGE))
+				continue;
+			for (long k = 0; k < nblocks; k++)
+				seen |= blocks[k] == b;
+			if (!seen && block_state(b, "online"))
+				blocks[nblocks++] = b;
+		}
+		for (long k = 0; k < nblocks; k++) {
+			int err = EBUSY;
+
+			for (int t = 0; t < 5 && err == EBUSY; t++)
+				err = set_block(blocks[k], "offline");
+			if (!err) {
+				offlined++;
+				set_knob("run", 1);
+			} else {
+				blocks[k] = -1;
+			}
+		}
+		/* Still merged, elsewhere; every byte right. */
+		moved += merging_pages() >= OFF_PAGES * 3 / 4;
+		w = first_wrong(a, OFF_PAGES, off_value, 0xabcd);
+		if (w >= 0)
+			printf("# round %d: page %ld reads wrong after offlining\n", rounds, w);
+		check(w < 0, "offline: round %d: every byte right after offlining %ld blocks", rounds,
+		      nblocks);
+		for (long k = 0; k < nblocks; k++)
+			if (blocks[k] >= 0)
+				onlined += !set_block(blocks[k], "online_movable") ||
+					   !set_block(blocks[k], "online");
+		rounds++;
+	}
+	printf("# offline: %ld blocks offlined, %ld onlined again, %d rounds\n", offlined, onlined,
+	       rounds);
+	check(offlined > 0, "offline: blocks holding KSM pages went offline (%ld)", offlined);
+	check(onlined == offlined, "offline: and online again (%ld)", onlined);
+	check(moved == rounds, "offline: the pages stayed merged (%d of %d rounds)", moved, rounds);
+	set_knob("run", 2);
+	left = knob("pages_shared") + knob("pages_sharing");
+	check(left == 0, "offline: no KSM page left after run=2 (%ld)", left);
+	check(first_wrong(a, OFF_PAGES, off_value, 0xabcd) < 0, "offline: every byte right at the end");
+	munmap(a, OFF_PAGES * PAGE);
+	close(pagemap);
+}
+
+int main(int argc, char **argv)
+{
+	double secs = argc > 2 ? atof(argv[2]) : 60;
+
+	if (argc < 2) {
+		fprintf(stderr, "usage: %s register|migrate|bystander|offline [SECONDS]\n", argv[0]);
+		return 2;
+	}
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	save_knobs();
+	if (!strcmp(argv[1], "register"))
+		scenario_register(secs);
+	else if (!strcmp(argv[1], "migrate"))
+		scenario_migrate(secs);
+	else if (!strcmp(argv[1], "bystander"))
+		scenario_bystander(secs);
+	else if (!strcmp(argv[1], "offline"))
+		scenario_offline(secs);
+	else {
+		fprintf(stderr, "unknown scenario %s\n", argv[1]);
+		return 2;
+	}
+	restore_knobs();
+	printf("1..%d\n", tests);
+	return failures != 0;
+}

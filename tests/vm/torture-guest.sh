@@ -1,0 +1,57 @@
+#!/bin/sh
+# Runs inside a VM booted on a debug kernel (scripts/torture.sh, scripts/test.sh): the race
+# regressions (tests/vm/ksmrace.c) and the torture (tests/vm/torture.c) against the running
+# KSM, with zram swap and a memory cgroup for the torture's reclaim, for each scanner-thread
+# count. Output and exit status of each command land in build/test/$1/<suite>/<name>.{out,rc}
+# (what tests/report.py reads). Always exits 0: a failing test is a result.
+#
+# Usage: torture-guest.sh KERNEL SECONDS THREADS...   (THREADS: 1 2 ..., rksm only; C runs 1)
+set -u
+kernel=$1 secs=$2
+shift 2
+top=$(cd "$(dirname "$0")/../.." && pwd)
+out=$top/build/test/$kernel
+exe=$top/build/tests
+mkdir -p "$out"
+
+run() { # suite name timeout command...
+	suite=$1 name=$2 limit=$3
+	shift 3
+	mkdir -p "$out/$suite"
+	printf '[%s] %-12s %-28s ' "$kernel" "$suite" "$name"
+	start=$(date +%s)
+	timeout "$limit" "$@" > "$out/$suite/$name.out" 2>&1
+	rc=$?
+	echo "$rc" > "$out/$suite/$name.rc"
+	printf 'exit %d  %ds\n' "$rc" $(($(date +%s) - start))
+}
+
+# zram swap, and a memory cgroup whose limit makes the torture's processes reclaim.
+if ! grep -q '^/dev/zram0' /proc/swaps; then
+	echo 512M > /sys/block/zram0/disksize
+	mkswap /dev/zram0 > /dev/null && swapon /dev/zram0
+fi
+cg=/sys/fs/cgroup
+grep -q " $cg cgroup2 " /proc/mounts || mount -t cgroup2 none $cg
+echo +memory > $cg/cgroup.subtree_control
+mkdir -p $cg/torture
+echo 48M > $cg/torture/memory.max
+
+threads=/sys/kernel/mm/ksm/scan_threads
+[ -e $threads ] || set -- 1
+# The race regressions first, each with its own budget.
+race=$((secs / 4))
+[ $race -lt 30 ] && race=30
+for s in register migrate bystander offline; do
+	run races "$s" $((race * 2 + 120)) "$exe/ksmrace" "$s" "$race"
+done
+for t in "$@"; do
+	[ -e $threads ] && echo "$t" > $threads
+	# In the memory cgroup: the torture's reclaim (MADV_PAGEOUT and the limit) swaps merged
+	# pages out to zram and faults them back.
+	run torture "threads_$t" $((secs + 600)) sh -c \
+		"echo \$\$ > $cg/torture/cgroup.procs && exec $exe/torture -q -d $secs -t $t"
+	cat "$out/torture/threads_$t.out" | sed -n '/^| /p'
+done
+[ -e $threads ] && echo 1 > $threads
+echo "[$kernel] torture done"
