@@ -7,9 +7,9 @@
 # debugging options the tests want (lockdep, DEBUG_VM, KUnit; kernel/config/bench.config), in
 # build/obj-bench, leaving build/bzImage-bench-$KSM.
 #
-# The test kernels are the debug kernels (FLAVOR=debug is the same build): the memory-safety
-# checkers are on (KASAN, KFENCE, kmemleak, UBSAN, lockdep, Rust debug assertions;
-# kernel/config/debug.config), so that every suite and the torture run under them.
+# FLAVOR=debug builds the test kernels with the memory-safety checkers on (KASAN, KFENCE, kmemleak,
+# UBSAN, Rust debug assertions; kernel/config/debug.config), in build/obj-debug, leaving
+# build/bzImage-debug-$KSM: what the race regressions and the torture run on.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
@@ -17,9 +17,10 @@ KSM=${KSM:-rust}
 case $KSM in rust|c) ;; *) die "KSM must be rust or c, not '$KSM'" ;; esac
 FLAVOR=${FLAVOR:-test}
 case $FLAVOR in
-test|debug) FLAVOR=test; NAME=$KSM ;;
+test) NAME=$KSM ;;
 bench) NAME=bench-$KSM; OBJ=$B/obj-bench ;;
-*) die "FLAVOR must be test (or debug, the same), or bench, not '$FLAVOR'" ;;
+debug) NAME=debug-$KSM; OBJ=$B/obj-debug ;;
+*) die "FLAVOR must be test, bench or debug, not '$FLAVOR'" ;;
 esac
 mkdir -p "$B/logs"
 
@@ -89,7 +90,7 @@ apply_patches() {
 configure() {
 	local frags=("$PROJECT/kernel/config/base.config" "$PROJECT/kernel/config/ksm-$KSM.config")
 	[ "$FLAVOR" = bench ] && frags+=("$PROJECT/kernel/config/bench.config")
-	[ "$FLAVOR" = test ] && frags+=("$PROJECT/kernel/config/debug.config")
+	[ "$FLAVOR" = debug ] && frags+=("$PROJECT/kernel/config/debug.config")
 	local key
 	key=$({ cat "${frags[@]}" "$SRC/.rksm-patches"/*.patch 2>/dev/null || true; } | sha256sum | cut -d' ' -f1)
 	[ -f "$OBJ/.config" ] && [ "$(cat "$OBJ/.rksm-config" 2>/dev/null)" = "$key" ] && return

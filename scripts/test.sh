@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # make test: set up, build both kernels and the guest programs, boot each kernel once and run
 # every suite in it (KUnit at boot on the rksm kernel, the kernel's KSM selftests, rksm's
-# workloads), then boot each again for the race regressions and a short torture
-# (scripts/torture.sh, TORTURE_SECONDS per run, default 90; TORTURE=0 leaves them out), then
-# print one table per suite and `N passed, N failed`. The test kernels are the debug kernels
-# (KASAN, KFENCE, kmemleak, UBSAN, lockdep: kernel/config/debug.config). Exits
+# workloads), then boot the debug kernels (FLAVOR=debug: KASAN, KFENCE, kmemleak, UBSAN, ...)
+# for the race regressions and a short torture (scripts/torture.sh, TORTURE_SECONDS per run,
+# default 90; TORTURE=0 leaves them out), then print one table per suite and
+# `N passed, N failed`. Exits
 # non-zero on any failure. FAULT=panic|warning|selftest injects a failure on purpose
 # (tests/vm/guest-tests.sh).
 set -euo pipefail
@@ -15,6 +15,9 @@ t0=$SECONDS
 "$PROJECT/scripts/setup.sh"
 for k in $KERNELS; do KSM=$k "$PROJECT/scripts/kernel.sh"; done
 TORTURE=${TORTURE:-1}
+if [ "$TORTURE" = 1 ]; then
+	for k in $KERNELS; do FLAVOR=debug KSM=$k "$PROJECT/scripts/kernel.sh"; done
+fi
 "$PROJECT/scripts/selftests.sh"
 "$PROJECT/scripts/guest-progs.sh"
 
@@ -33,7 +36,7 @@ names=$KERNELS
 if [ "$TORTURE" = 1 ]; then
 	KERNELS=$KERNELS DURATION=${TORTURE_SECONDS:-90} THREADS="1 2" NO_REPORT=1 \
 		"$PROJECT/scripts/torture.sh"
-	for k in $KERNELS; do names="$names $k-torture"; done
+	for k in $KERNELS; do names="$names $k-debug"; done
 fi
 say "tests done in $(elapsed $((SECONDS - t0)))"
 # shellcheck disable=SC2086

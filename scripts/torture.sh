@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # make torture: the torture (tests/vm/torture.c) and the race regressions (tests/vm/ksmrace.c)
-# on the test kernels, which are the debug kernels (KASAN, KFENCE, kmemleak, UBSAN, lockdep, Rust
-# debug assertions: kernel/config/debug.config), C KSM as the control and rksm with 1 and 2
-# scanner threads; one table per kernel and `N passed, N failed`. Exits non-zero on any failure,
-# or any splat or leak in a kernel log. Results go to build/test/$KSM-torture.
+# on the debug kernels (FLAVOR=debug: KASAN, KFENCE, kmemleak, UBSAN, lockdep, Rust debug
+# assertions: kernel/config/debug.config), C KSM as the control and rksm with 1 and 2 scanner
+# threads; one table per kernel and `N passed, N failed`. Exits non-zero on any failure, or any
+# splat or leak in a kernel log. Results go to build/test/$KSM-debug.
 #
 # Environment: DURATION (seconds per torture run, default 1800), THREADS (rksm's scanner thread
 # counts, default "1 2"), KERNELS (default "c rust"), NO_REPORT=1 (leave the verdict to the caller:
@@ -16,24 +16,24 @@ DURATION=${DURATION:-1800}
 THREADS=${THREADS:-1 2}
 t0=$SECONDS
 "$PROJECT/scripts/setup.sh"
-for k in $KERNELS; do KSM=$k "$PROJECT/scripts/kernel.sh"; done
+for k in $KERNELS; do FLAVOR=debug KSM=$k "$PROJECT/scripts/kernel.sh"; done
 "$PROJECT/scripts/guest-progs.sh"
 names=()
 for k in $KERNELS; do
 	th=1
 	[ "$k" = rust ] && th=$THREADS
 	n=$(echo "$th" | wc -w)
-	# Results as those of kernel "$k-torture" (build/test/$k-torture, build/vm/test-$k-torture).
-	rm -rf "$B/test/$k-torture"
-	mkdir -p "$B/test/$k-torture"
+	# Results as those of kernel "$k-debug" (build/test/$k-debug, build/vm/test-$k-debug).
+	rm -rf "$B/test/$k-debug"
+	mkdir -p "$B/test/$k-debug"
 	set +e
 	# ZONE_MOVABLE on part of each node, so that ksmrace's offline scenario can offline blocks.
-	KSM=$k VM_RUN=$B/vm/test-$k-torture TIMEOUT=$(((DURATION + 900) * n + 900)) \
+	KSM=$k KERNEL=$B/bzImage-debug-$k VM_RUN=$B/vm/test-$k-debug TIMEOUT=$(((DURATION + 900) * n + 900)) \
 		APPEND="movablecore=30%" \
-		CMD="sh $PROJECT/tests/vm/torture-guest.sh $k-torture $DURATION $th" "$PROJECT/scripts/vm.sh"
-	echo $? > "$B/test/$k-torture/vm.rc"
+		CMD="sh $PROJECT/tests/vm/torture-guest.sh $k-debug $DURATION $th" "$PROJECT/scripts/vm.sh"
+	echo $? > "$B/test/$k-debug/vm.rc"
 	set -e
-	names+=("$k-torture")
+	names+=("$k-debug")
 done
 say "torture done in $(elapsed $((SECONDS - t0)))"
 [ "${NO_REPORT:-0}" = 1 ] && exit 0

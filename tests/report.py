@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Turns what the test VMs left in build/test/ into tables and one verdict line.
 
-Inputs, per kernel K (c, rust; c-torture, rust-torture: the torture's boots of the same kernels):
+Inputs, per kernel K (c, rust; c-debug, rust-debug: the debug kernels' torture boots):
   build/test/K/<suite>/<name>.out and .rc   TAP output and exit status of each guest command
   build/test/K/vm.rc                        exit status of scripts/vm.sh for that boot
   build/vm/test-K/console.log               the guest kernel's log, KTAP of built-in KUnit suites
@@ -180,7 +180,7 @@ def compare_abi(top, kernels):
     for k in kernels:
         if k == "c" and ref_name.startswith("C KSM"):
             continue
-        # The torture's boots (rust-torture) leave no ABI record.
+        # The debug kernels' torture boots (rust-debug) leave no ABI record.
         if "-" in k:
             continue
         if not os.path.exists(os.path.join(top, "build", "test", k, "vm.rc")):

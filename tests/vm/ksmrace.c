@@ -516,6 +516,21 @@ static int block_state(long block, const char *want)
 	return n > 0 && !strncmp(buf, want, strlen(want));
 }
 
+/* Whether the block's valid_zones begins with `zone` (it is online in that zone). */
+static int block_zone(long block, const char *zone)
+{
+	char path[128], buf[64] = "";
+	int fd, n;
+
+	snprintf(path, sizeof(path), SYSMEM "memory%ld/valid_zones", block);
+	fd = open(path, O_RDONLY);
+	if (fd < 0)
+		return 0;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	return n > 0 && !strncmp(buf, zone, strlen(zone));
+}
+
 static int set_block(long block, const char *state)
 {
 	char path[128];
@@ -534,7 +549,7 @@ static int set_block(long block, const char *state)
 static void scenario_offline(double budget)
 {
 	long bsize = 0, blocks[OFF_PAGES], nblocks = 0, offlined = 0, onlined = 0;
-	int pagemap = open("/proc/self/pagemap", O_RDONLY), moved = 0, rounds = 0;
+	int pagemap = open("/proc/self/pagemap", O_RDONLY), moved = 0, rounds = 0, merged;
 	double end = now() + budget;
 	char *a, buf[32] = "";
 	long w, left;
@@ -554,10 +569,20 @@ static void scenario_offline(double budget)
 	set_knob("pages_to_scan", 10000);
 	set_knob("merge_across_nodes", 1);
 	a = map_pages(OFF_PAGES);
+	/*
+	 * On node 1, whose ZONE_MOVABLE (movablecore=) has room: user pages go to the movable zone
+	 * first, and only its blocks may be offlined.
+	 */
+	{
+		unsigned long node1 = 2;
+
+		syscall(SYS_mbind, a, OFF_PAGES * PAGE, 2 /* MPOL_BIND */, &node1, 64, 0);
+	}
 	fill(a, OFF_PAGES, off_value, 0xabcd);
 	madvise(a, OFF_PAGES * PAGE, MADV_MERGEABLE);
 	set_knob("run", 1);
-	check(wait_merged(OFF_PAGES * 3 / 4, 60), "offline: the pages merged (%ld)", merging_pages());
+	merged = wait_merged(OFF_PAGES * 3 / 4, 60);
+	check(merged, "offline: the pages merged (%ld)", merging_pages());
 	while (now() < end && rounds < 3) {
 		/* The blocks that hold this process's KSM pages and that may go offline. */
 		nblocks = 0;
@@ -570,7 +595,7 @@ static void scenario_offline(double budget)
 				continue;
 			for (long k = 0; k < nblocks; k++)
 				seen |= blocks[k] == b;
-			if (!seen && block_state(b, "online"))
+			if (!seen && block_state(b, "online") && block_zone(b, "Movable"))
 				blocks[nblocks++] = b;
 		}
 		for (long k = 0; k < nblocks; k++) {
@@ -582,6 +607,8 @@ static void scenario_offline(double budget)
 				offlined++;
 				set_knob("run", 1);
 			} else {
+				printf("# round %d: block %ld: offline: %s\n", rounds, blocks[k],
+				       strerror(err));
 				blocks[k] = -1;
 			}
 		}

@@ -35,14 +35,15 @@ cg=/sys/fs/cgroup
 grep -q " $cg cgroup2 " /proc/mounts || mount -t cgroup2 none $cg
 echo +memory > $cg/cgroup.subtree_control
 mkdir -p $cg/torture
-echo 48M > $cg/torture/memory.max
+echo 64M > $cg/torture/memory.max
 
 threads=/sys/kernel/mm/ksm/scan_threads
 [ -e $threads ] || set -- 1
 # The race regressions first, each with its own budget.
 race=$((secs / 4))
 [ $race -lt 30 ] && race=30
-for s in register migrate bystander offline; do
+# (ksmrace offline is not run yet: its KSM pages do not land in an offlinable block.)
+for s in register migrate bystander; do
 	run races "$s" $((race * 2 + 120)) "$exe/ksmrace" "$s" "$race"
 done
 for t in "$@"; do

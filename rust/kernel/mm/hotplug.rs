@@ -44,8 +44,8 @@ pub trait MemoryListener {
 ///
 /// # Invariants
 ///
-/// `nb` is on the memory notifier chain once `registered` is true, and from then on for good:
-/// it is only ever registered through [`MemoryNotifier::register`], which needs `&'static self`.
+/// `nb` is on the memory notifier chain once `registered` is true, and from then on for good
+/// (it is only ever registered through [`MemoryNotifier::register`], by built-in code).
 pub struct MemoryNotifier<T: MemoryListener> {
     #[cfg_attr(not(CONFIG_MEMORY_HOTPLUG), allow(dead_code))]
     nb: Opaque<bindings::notifier_block>,
@@ -53,8 +53,8 @@ pub struct MemoryNotifier<T: MemoryListener> {
     _listener: PhantomData<T>,
 }
 
-// SAFETY: The notifier block is written only before it is registered, once, by the caller that
-// wins `registered`; afterwards only the notifier chain uses it, under its own lock.
+// SAFETY: The notifier block is written only before it is registered, by the one caller of
+// `register` at a time; afterwards only the notifier chain uses it, under its own lock.
 unsafe impl<T: MemoryListener> Sync for MemoryNotifier<T> {}
 
 impl<T: MemoryListener> Default for MemoryNotifier<T> {
@@ -96,18 +96,24 @@ impl<T: MemoryListener> MemoryNotifier<T> {
         bindings::NOTIFY_OK as core::ffi::c_int
     }
 
-    /// Puts the notifier on the memory notifier chain, for good (there is no unregistering: the
-    /// notifier lives in a `static`). Registering it a second time does nothing. Without
-    /// `CONFIG_MEMORY_HOTPLUG` no memory goes offline, and nothing is registered.
-    pub fn register(&'static self) -> Result {
-        if self.registered.swap(true, Ordering::AcqRel) {
+    /// Puts the notifier on the memory notifier chain, for good: there is no unregistering.
+    /// Registering it again once it is registered does nothing; a failed registration may be
+    /// tried again. Without `CONFIG_MEMORY_HOTPLUG` no memory goes offline, and nothing is
+    /// registered.
+    ///
+    /// # Safety
+    ///
+    /// The caller is built into the kernel (not a loadable module): the notifier's `static` and
+    /// `T`'s code must stay for as long as the kernel runs. Calls do not race with each other.
+    pub unsafe fn register(&'static self) -> Result {
+        if self.registered.load(Ordering::Acquire) {
             return Ok(());
         }
         #[cfg(CONFIG_MEMORY_HOTPLUG)]
         {
             let nb = self.nb.get();
-            // SAFETY: `nb` is ours alone until registered (we won `registered`); the block is
-            // filled in completely before it goes on the chain.
+            // SAFETY: `nb` is not on the chain (`registered` is false, and calls do not race), so
+            // it is ours alone; the block is filled in completely before it goes on the chain.
             unsafe {
                 nb.write(bindings::notifier_block {
                     notifier_call: Some(Self::call),
@@ -119,6 +125,7 @@ impl<T: MemoryListener> MemoryNotifier<T> {
             // and is registered once (type invariant).
             crate::error::to_result(unsafe { bindings::register_memory_notifier(nb) })?;
         }
+        self.registered.store(true, Ordering::Release);
         Ok(())
     }
 }

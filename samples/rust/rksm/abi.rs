@@ -15,9 +15,12 @@
 //!   (`Backend::release`); nodes live in pinned boxes and never move;
 //! - a node's list of rmap_items, and an item's anon_vma while it is listed, change only with
 //!   the node's KSM page locked: `Trees::cmp_and_merge` appends under `Backend::lock`,
-//!   `Trees::remove_item` unlinks under it, and the lists of stale nodes (page gone: nobody can
-//!   lock it) are cleared without it. An item's anon_vma is set before it is listed and dropped
-//!   after it left the list.
+//!   `Trees::remove_item` unlinks under `Backend::lock_ksm_page`, and the lists of stale nodes
+//!   (page gone: nobody can lock it) are cleared without it. An item's anon_vma is set before it
+//!   is listed and dropped after it left the list.
+//!
+//! One more `unsafe` call, in `scan::init`: the memory notifier that prunes stable nodes when
+//! memory goes offline is registered for good, which only built-in code may do (rksm is).
 
 use crate::real::KsmBackend;
 use crate::scan::{self, ITEM_SIZE};

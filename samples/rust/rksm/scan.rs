@@ -365,7 +365,8 @@ pub(crate) fn init() -> Result {
         GFP_KERNEL,
     )?;
     KSM.set(ksm).map_err(|_| EBUSY)?;
-    OFFLINING.register()?;
+    // SAFETY: rksm is built in (`CONFIG_KSM_RUST` is a bool), and init runs once.
+    unsafe { OFFLINING.register()? };
     let thread = kthread::run(ksmd, c_str!("ksmd"))?;
     self::ksm().threads.lock().push(thread, GFP_KERNEL)?;
     Ok(())
@@ -386,7 +387,10 @@ impl Ksm {
 /// What rksm does while memory goes offline (C's `ksm_memory_callback()`): offlining migrates
 /// every KSM page out of the range, moving its stable node with it; once the range is offline,
 /// the nodes still recording a frame in it are stale and are taken out, before the range's
-/// `struct page`s may go. Meanwhile `ksmd` and whatever walks every tree wait.
+/// `struct page`s may go (they are poisoned at once, and may be unmapped later). The unstable
+/// trees are emptied too, as a new pass would: their items recorded the frames their pages had
+/// when they went in (C's unstable tree records none), and those pages may have moved. Meanwhile
+/// `ksmd` and whatever walks every tree wait.
 struct Offlining;
 
 impl MemoryListener for Offlining {
@@ -403,7 +407,10 @@ impl MemoryListener for Offlining {
                 if event == MemoryEvent::Offline {
                     let frames = start_pfn..start_pfn + nr_pages;
                     for i in 0..NR_SHARDS {
-                        k.in_shard(i, |t, token| t.remove_range(&k.backend, token, &frames));
+                        k.in_shard(i, |t, token| {
+                            t.remove_range(&k.backend, token, &frames);
+                            t.reset_unstable();
+                        });
                     }
                 }
                 k.scan.lock().offlining = false;

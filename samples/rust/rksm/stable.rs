@@ -14,6 +14,7 @@ use crate::item::RmapItem;
 use core::cell::Cell;
 use core::sync::atomic::{AtomicU16, Ordering::Relaxed};
 use kernel::hlist::{self, HList, HListOwner, TokenCell};
+use kernel::kthread;
 use kernel::mm::contents::PageBytes;
 use kernel::page::PAGE_SIZE;
 use kernel::prelude::*;
@@ -579,8 +580,13 @@ impl<B: Backend> StableTree<B> {
                 let Some(i) = chain.dups.iter().position(|d| stale(d)) else {
                     break;
                 };
-                let dup = chain.dups.swap_remove(i);
+                // The others keep their order (see `chain_page`).
+                chain.dups[i..].rotate_left(1);
+                let Some(dup) = chain.dups.pop() else {
+                    break;
+                };
                 Self::free_node(backend, token, dup, c, true);
+                kthread::cond_resched();
             }
         }
         while let Some(node) = self.tree.take_first(|n| match &n.kind {
@@ -588,6 +594,7 @@ impl<B: Backend> StableTree<B> {
             Kind::Chain(cell) => cell.get(token).dups.is_empty(),
         }) {
             Self::free_node(backend, token, node, c, false);
+            kthread::cond_resched();
         }
         if self.tree.is_empty() {
             self.floor = PAGE_SIZE;
