@@ -502,33 +502,19 @@ static uint64_t frame_of(int pagemap, const void *addr)
 	return e & ((1ULL << 55) - 1);
 }
 
-static int block_state(long block, const char *want)
+/* Whether the block's sysfs file `attr` begins with `want`. */
+static int block_attr_is(long block, const char *attr, const char *want)
 {
 	char path[128], buf[64] = "";
 	int fd, n;
 
-	snprintf(path, sizeof(path), SYSMEM "memory%ld/state", block);
+	snprintf(path, sizeof(path), SYSMEM "memory%ld/%s", block, attr);
 	fd = open(path, O_RDONLY);
 	if (fd < 0)
 		return 0;
 	n = read(fd, buf, sizeof(buf) - 1);
 	close(fd);
 	return n > 0 && !strncmp(buf, want, strlen(want));
-}
-
-/* Whether the block's valid_zones begins with `zone` (it is online in that zone). */
-static int block_zone(long block, const char *zone)
-{
-	char path[128], buf[64] = "";
-	int fd, n;
-
-	snprintf(path, sizeof(path), SYSMEM "memory%ld/valid_zones", block);
-	fd = open(path, O_RDONLY);
-	if (fd < 0)
-		return 0;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	return n > 0 && !strncmp(buf, zone, strlen(zone));
 }
 
 static int set_block(long block, const char *state)
@@ -595,7 +581,8 @@ static void scenario_offline(double budget)
 				continue;
 			for (long k = 0; k < nblocks; k++)
 				seen |= blocks[k] == b;
-			if (!seen && block_state(b, "online") && block_zone(b, "Movable"))
+			if (!seen && block_attr_is(b, "state", "online") &&
+			    block_attr_is(b, "valid_zones", "Movable"))
 				blocks[nblocks++] = b;
 		}
 		for (long k = 0; k < nblocks; k++) {

@@ -505,6 +505,8 @@ static void op_migrate(int a, long j, long n)
 	for (k = 0; k < n; k++) {
 		addr[k] = pg(a, j + k);
 		node[k] = target;
+		/* 6.12 leaves the status of pages it failed to move (a positive return) unset. */
+		st[k] = -EBUSY;
 	}
 	ADD(sh->cnt[C_RUN2_MIGRATE], sh->unmerging);
 	ADD(sh->cnt[C_QUERIES], nnodes < 2);
