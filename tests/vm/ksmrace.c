@@ -48,9 +48,7 @@
 
 static int tests, failures;
 
-#define __printf(a, b) __attribute__((format(printf, a, b)))
-
-static void __printf(2, 3) check(int ok, const char *fmt, ...)
+static void check(int ok, const char *fmt, ...)
 {
 	va_list ap;
 
