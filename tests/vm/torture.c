@@ -55,6 +55,12 @@
 #define MAXW 40
 #define NMSG 12
 #define HANG_MS 60000
+/*
+ * The controller's knob writes wait for the scanner's batch in progress (C's run, merge_across_nodes
+ * and max_page_sharing stores take ksm_thread_mutex, which ksmd holds for pages_to_scan pages): up
+ * to 5000 pages at KASAN's speed under TCG took 14 s to 17 s. The report shows the slowest write.
+ */
+#define CTL_HANG_MS 240000
 #define ARRAY_SIZE(x) ((int)(sizeof(x) / sizeof((x)[0])))
 #define ADD(x, n) __atomic_fetch_add(&(x), (n), __ATOMIC_RELAXED)
 #define RW (PROT_READ | PROT_WRITE)
@@ -756,7 +762,7 @@ static struct knob {
 	int erange;		/* C KSM answers ERANGE to a number too large (kstrtoint) */
 	int present;
 	char saved[64];
-	int64_t ok, ebusy, bad;
+	int64_t ok, ebusy, bad, slowest_ms;
 } knobs[] = {
 	{ "run", 1 }, { "pages_to_scan", 1 }, { "sleep_millisecs", 1 },
 	{ "merge_across_nodes", 1, 1, 1 }, { "max_page_sharing", 1, 1, 1 },
@@ -794,12 +800,17 @@ static int kwrite(const char *knob, const char *val)
 static void kset(int k, long v)
 {
 	char val[32];
+	int64_t t0;
 	int err;
 
 	if (!knobs[k].present)
 		return;
 	snprintf(val, sizeof(val), "%ld", v);
+	t0 = now_ms();
 	err = kwrite(knobs[k].name, val);
+	t0 = now_ms() - t0;
+	if (t0 > knobs[k].slowest_ms)
+		knobs[k].slowest_ms = t0;
 	if (!err)
 		ADD(knobs[k].ok, 1);
 	else if (err == EBUSY && knobs[k].busy)
@@ -899,8 +910,9 @@ static void dump_stack(int pid, const char *label)
 static int report(void);
 
 /*
- * The watchdog: a worker (or its child) or the controller without progress for 60 s, or a run
- * past duration + 120 s, is a hang: show the kernel stacks (ours and ksmd's), kill the workers.
+ * The watchdog: a worker (or its child) without progress for 60 s, the controller for 240 s, or
+ * a run past duration + 300 s, is a hang: show the kernel stacks (ours and ksmd's), kill the
+ * workers.
  */
 static void *watchdog(void *arg)
 {
@@ -911,8 +923,8 @@ static void *watchdog(void *arg)
 
 	while (!sh->finished && hung == -2) {
 		sleep(1);
-		if (now_ms() - sh->ctl_beat > HANG_MS ||
-		    now_ms() - t_start > (duration + 120) * 1000)
+		if (now_ms() - sh->ctl_beat > CTL_HANG_MS ||
+		    now_ms() - t_start > (duration + 300) * 1000)
 			hung = -1;
 		for (i = 0; i < nslots; i++)
 			if (!sh->w[i].reaped && now_ms() - sh->w[i].beat > HANG_MS)
@@ -922,6 +934,7 @@ static void *watchdog(void *arg)
 		return NULL;
 	fprintf(stderr, "HANG: %s %d made no progress (in %s)\n",
 		hung < 0 ? "controller" : "worker", hung, hung < 0 ? "-" : name[sh->w[hung].op]);
+	dump_stack(getpid(), "controller");
 	for (i = 0; i < nslots; i++) {
 		if (!sh->w[i].reaped)
 			dump_stack(sh->w[i].pid, kind_name[sh->w[i].kind]);
@@ -1101,12 +1114,13 @@ static int report(void)
 		if (w->kind == K_BYSTANDER)
 			printf("  %-28s %ld -> %ld kB\n", "bystander AnonHugePages", w->thp_kb[0],
 			       w->thp_kb[1]);
-	printf("  %-28s %10s %10s %10s\n", "knob writes", "ok", "EBUSY", "other");
+	printf("  %-28s %10s %10s %10s %12s\n", "knob writes", "ok", "EBUSY", "other",
+	       "slowest ms");
 	for (i = 0; i < NKNOB; i++)
 		if (knobs[i].flip && knobs[i].present)
-			printf("  %-28s %10lld %10lld %10lld\n", knobs[i].name,
+			printf("  %-28s %10lld %10lld %10lld %12lld\n", knobs[i].name,
 			       (long long)knobs[i].ok, (long long)knobs[i].ebusy,
-			       (long long)knobs[i].bad);
+			       (long long)knobs[i].bad, (long long)knobs[i].slowest_ms);
 	printf("  after run=2 (shared sharing zero merging): workers alive %ld %ld %ld %ld",
 	       left[0][0], left[0][1], left[0][2], left[0][3]);
 	printf(", workers gone %ld %ld %ld\n", left[1][0], left[1][1], left[1][2]);
@@ -1124,8 +1138,11 @@ static int report(void)
 	    !left[1][0] && !left[1][1] && !left[1][2], "no KSM pages left after run=2");
 	TAP(c[C_SYSFS_BAD] == 0, "sysfs errnos as expected");
 	TAP(c[C_SYS_BAD] == 0, "syscall errnos as expected");
-	TAP(c[C_CHURN_FAIL] == 0 && (c[C_CHURN_OK] > 0 || duration < 30),
-	    "re-registered areas merge (%lld rounds)", (long long)c[C_CHURN_OK]);
+	/* A round is inconclusive when run=2 flips kept KSM from 12 full scans for 60 s (short
+	 * runs on KASAN kernels); from 10 minutes on, some round must merge. */
+	TAP(c[C_CHURN_FAIL] == 0 && (c[C_CHURN_OK] > 0 || duration < 600),
+	    "re-registered areas merge (%lld rounds, %lld inconclusive)", (long long)c[C_CHURN_OK],
+	    (long long)c[C_CHURN_UNKNOWN]);
 	TAP(c[C_BYSTANDER_KSM] == 0, "bystander never seen by KSM");
 	printf("torture: %d passed, %d failed\n", n - failed, failed);
 	fflush(stdout);

@@ -280,7 +280,7 @@ pub(crate) struct Ksm {
     /// The shards whose counters a batch changed and that are not published yet (bit `i` for
     /// shard `i`).
     unpublished: AtomicU64,
-    /// `ksmd` and its helpers, in order (under the scan lock).
+    /// `ksmd` and its helpers, in order (the lock orders their starts).
     #[pin]
     threads: Mutex<KVec<KThread>>,
     #[pin]
@@ -469,14 +469,15 @@ fn ksmd_helper() {
     ksm().crew.serve();
 }
 
-/// Sets `scan_threads`, starting helper threads as needed.
+/// Sets `scan_threads`, starting helper threads as needed. It does not wait for the batch in
+/// progress: a batch reads the knob once, when it starts, and the helpers it hands work to were
+/// all running before it read their number.
 pub(crate) fn set_scan_threads(n: u32) -> Result {
     if !(1..=MAX_SCAN_THREADS).contains(&n) {
         return Err(EINVAL);
     }
     let k = ksm();
-    // The scan lock orders the starts, and keeps a batch from seeing the knob change midway.
-    let _st = k.scan.lock();
+    // The thread list's lock orders the starts.
     let mut threads = k.threads.lock();
     threads.reserve(n as usize, GFP_KERNEL)?;
     while k.helpers.load(Relaxed) < n as usize - 1 {
