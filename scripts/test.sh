@@ -3,10 +3,9 @@
 # every suite in it (KUnit at boot on the rksm kernel, the kernel's KSM selftests, rksm's
 # workloads), then boot the debug kernels (FLAVOR=debug: KASAN, KFENCE, kmemleak, UBSAN, ...)
 # for the race regressions and a short torture (scripts/torture.sh, TORTURE_SECONDS per run,
-# default 90; only with TORTURE=1 for now: see README), then print one table per suite and
-# `N passed, N failed`. Exits
-# non-zero on any failure. FAULT=panic|warning|selftest injects a failure on purpose
-# (tests/vm/guest-tests.sh).
+# default 180; TORTURE=0 leaves them out), then print one table per suite and
+# `N passed, N failed`. Exits non-zero on any failure. FAULT=panic|warning|selftest injects a
+# failure on purpose (tests/vm/guest-tests.sh).
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
@@ -14,7 +13,7 @@ KERNELS=${KERNELS:-c rust}
 t0=$SECONDS
 "$PROJECT/scripts/setup.sh"
 for k in $KERNELS; do KSM=$k "$PROJECT/scripts/kernel.sh"; done
-TORTURE=${TORTURE:-0}
+TORTURE=${TORTURE:-1}
 if [ "$TORTURE" = 1 ]; then
 	for k in $KERNELS; do FLAVOR=debug KSM=$k "$PROJECT/scripts/kernel.sh"; done
 fi
@@ -34,7 +33,7 @@ for k in $KERNELS; do
 done
 names=$KERNELS
 if [ "$TORTURE" = 1 ]; then
-	KERNELS=$KERNELS DURATION=${TORTURE_SECONDS:-90} THREADS="1 2" NO_REPORT=1 \
+	KERNELS=$KERNELS DURATION=${TORTURE_SECONDS:-180} THREADS="1 2" NO_REPORT=1 \
 		"$PROJECT/scripts/torture.sh"
 	for k in $KERNELS; do names="$names $k-debug"; done
 fi

@@ -7,8 +7,8 @@ Inputs, per kernel K (c, rust; c-debug, rust-debug: the debug kernels' torture b
   build/vm/test-K/console.log               the guest kernel's log, KTAP of built-in KUnit suites
 
 A case passes when its TAP line says ok. A skip is a failure unless EXPECTED_SKIPS names it
-(README.md says why). A command that exits non-zero without a failing TAP line, or prints no
-TAP result at all, is a failure. A VM whose kernel log shows a splat, or that never finished,
+(Documentation/mm/rksm.rst says why). A command that exits non-zero without a failing TAP line,
+or prints no TAP result at all, is a failure. A VM whose kernel log shows a splat, or that never finished,
 is a failure of its own. Prints one table per suite, then `N passed, N failed`; exits 1 on any
 failure.
 """
@@ -17,11 +17,12 @@ import os
 import re
 import sys
 
-# Skips that are expected, with the reason (keep README.md's "Expected skips" in step).
+# Skips that are expected, with the reason (keep Documentation/mm/rksm.rst in step).
 EXPECTED_SKIPS = {}
 
 # Upstream tests that cannot pass on any kernel, recognised by a signature in their output. They
-# count neither as passed nor as failed; README.md says why, and what checks the same thing.
+# count neither as passed nor as failed; Documentation/mm/rksm.rst says why, and what checks the
+# same thing.
 KNOWN_BROKEN = [
     ("ksm_functional_tests", " / PR_SET_MEMORY_MERGE value is inherited",
      "# Planned tests != run tests",
@@ -255,8 +256,8 @@ def main():
     nfail = len(cases) - npass - len(broken)
     if broken:
         print()
-        print("%d known-broken upstream case(s) not counted (README.md, 'Upstream tests and their "
-              "settings'):" % len(broken))
+        print("%d known-broken upstream case(s) not counted (Documentation/mm/rksm.rst, "
+              "'Upstream tests and their settings'):" % len(broken))
         for c in broken:
             print("  [%s] %s" % (c.kernel, c.name[:200]))
     if not cases:

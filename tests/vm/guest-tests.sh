@@ -60,7 +60,8 @@ selftests() { # suite-name suffix
 	run "ksm_tests$sfx" Z_z0       300 "$st/ksm_tests" -Z -z 0
 	run "ksm_tests$sfx" Z_z1       300 "$st/ksm_tests" -Z -z 1
 	# -N -m 1 assumes ksmd visits every page on every pass, which smart_scan (on by default since
-	# 6.7) does not promise: it runs with smart_scan=0 (README, "Upstream tests and their settings").
+	# 6.7) does not promise: it runs with smart_scan=0 (Documentation/mm/rksm.rst, "Upstream tests
+	# and their settings").
 	smart=$(cat /sys/kernel/mm/ksm/smart_scan)
 	echo 0 > /sys/kernel/mm/ksm/smart_scan
 	run "ksm_tests$sfx" N_m1       300 "$st/ksm_tests" -N -m 1
@@ -69,8 +70,8 @@ selftests() { # suite-name suffix
 	run "ksm_tests$sfx" P          600 "$st/ksm_tests" -P -s 64
 	run "ksm_tests$sfx" H          600 "$st/ksm_tests" -H -s 64
 	run "ksm_tests$sfx" C          300 "$st/ksm_tests" -C
-	# test_prctl_fork's child counts its parent's merged pages (README, "Upstream tests and their
-	# settings"): 20 KiB of one letter in the environment gives the parent four equal stack pages
+	# test_prctl_fork's child counts its parent's merged pages (Documentation/mm/rksm.rst,
+	# "Upstream tests and their settings"): 20 KiB of one letter in the environment gives the parent four equal stack pages
 	# that never change, so that ksmd merges some of the parent's pages within the two passes the
 	# child waits for, whatever its other pages do.
 	run "ksm_functional_tests$sfx" all 600 env KSM_SELFTEST_PAD="$pad" ./ksm_functional_tests
@@ -95,6 +96,9 @@ cd "$top" || exit 1
 
 # What 6.12's test_prctl_fork_exec means to check, done right (see tests/vm/prctl_fork_exec.c).
 run prctl prctl_fork_exec 300 "$top/build/tests/prctl_fork_exec"
+
+# The scan-time advisor counts the CPU time of every scanner thread (tests/vm/ksmrace.c).
+run races advisor 300 "$top/build/tests/ksmrace" advisor 150
 
 workloads ""
 

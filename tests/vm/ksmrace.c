@@ -22,6 +22,9 @@
  *   offline    merged pages in ZONE_MOVABLE, the memory blocks holding their KSM pages offlined
  *              and onlined again: still merged, every byte right, nothing left after run=2
  *              (memory hot-remove, which rksm once did not support).
+ *   advisor    with advisor_mode=scan-time and two scanner threads, the CPU time the advisor
+ *              reports for its passes (the ksm_advisor trace event) is what every scanner
+ *              thread spent, as /proc shows it. rksm once counted ksmd's time alone.
  *
  * Usage: ksmrace SCENARIO [SECONDS]. Prints TAP; exits 0 only if every check passed. Needs
  * root: it drives /sys/kernel/mm/ksm (and restores what it changed).
@@ -36,7 +39,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -622,13 +627,160 @@ static void scenario_offline(double budget)
 	munmap(a, OFF_PAGES * PAGE);
 	close(pagemap);
 }
+/*
+ * advisor: the scan-time advisor (C's scan_time_advisor()) scales pages_to_scan by the CPU time
+ * a pass took. Its ksm_advisor trace event reports the pass's seconds and "cpu percent", whose
+ * product is the pass's CPU time in units of 10 ms (to within one unit per second). Over sixteen
+ * passes of unique pages, with two scanner threads where the kernel has them, that sum must be
+ * nearer what every scanner thread (ksmd and ksmd/N) spent by /proc/<pid>/stat than what ksmd
+ * alone spent, and not above the former by more than 10%, 10 ms a pass and 100 ms (clock ticks,
+ * the passes' edges). The helpers must have spent at least that tolerance, so that a sum
+ * without their time cannot pass.
+ */
+#define ADV_PAGES 16384
+#define TRACING "/sys/kernel/tracing/"
+
+/* CPU time of every scanner thread in clock ticks; `helpers` gets that of ksmd/N alone. */
+static long scanner_ticks(long *helpers)
+{
+	char path[300], buf[512];
+	long total = 0, ut, st;
+	struct dirent *d;
+	DIR *dir = opendir("/proc");
+	int fd, n;
+
+	*helpers = 0;
+	while (dir && (d = readdir(dir))) {
+		snprintf(path, sizeof(path), "/proc/%s/stat", d->d_name);
+		fd = open(path, O_RDONLY);
+		if (fd < 0)
+			continue;
+		n = read(fd, buf, sizeof(buf) - 1);
+		close(fd);
+		if (n <= 0)
+			continue;
+		buf[n] = 0;
+		/* pid (comm) state ppid ... utime(14) stime(15); comm "ksmd" or "ksmd/N" */
+		char *c = strchr(buf, '('), *e = strrchr(buf, ')');
+
+		if (!c || !e || strncmp(c + 1, "ksmd", 4) || (e != c + 5 && c[5] != '/'))
+			continue;
+		if (sscanf(e + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %ld %ld", &ut,
+			   &st) != 2)
+			continue;
+		total += ut + st;
+		if (c[5] == '/')
+			*helpers += ut + st;
+	}
+	if (dir)
+		closedir(dir);
+	return total;
+}
+
+/* The ksm_advisor events in the trace buffer: how many, and their sum of seconds x percent. */
+static int advisor_events(long *sum)
+{
+	static char buf[1 << 20];
+	int fd = open(TRACING "trace", O_RDONLY), n = 0, len = 0, r;
+	long secs, pages;
+	unsigned int pct;
+
+	*sum = 0;
+	if (fd < 0)
+		return -1;
+	while (len < (int)sizeof(buf) - 1 && (r = read(fd, buf + len, sizeof(buf) - 1 - len)) > 0)
+		len += r;
+	close(fd);
+	buf[len] = 0;
+	for (char *p = buf; (p = strstr(p, "ksm scan time ")); p++) {
+		if (sscanf(p, "ksm scan time %ld pages_to_scan %ld cpu percent %u", &secs, &pages,
+			   &pct) != 3)
+			continue;
+		n++;
+		*sum += secs * pct;
+	}
+	return n;
+}
+
+static void write_str(const char *path, const char *v)
+{
+	int fd = open(path, O_WRONLY | O_TRUNC);
+
+	if (fd >= 0) {
+		if (write(fd, v, strlen(v)) < 0)
+			perror(path);
+		close(fd);
+	}
+}
+
+static void scenario_advisor(double budget)
+{
+	long threads = knob("scan_threads"), target = knob("advisor_target_scan_time");
+	long sum0, sum1, t0, t1, h0, h1, mode_ok;
+	double end = now() + budget;
+	uint64_t x = 88172645463325252ULL;
+	int n0, n1;
+	char *a;
+
+	if (access(TRACING "trace", R_OK))
+		mount("nodev", "/sys/kernel/tracing", "tracefs", 0, NULL);
+	set_knob("run", 2);
+	if (threads > 0)
+		set_knob("scan_threads", 2);
+	set_knob("sleep_millisecs", 0);
+	write_str(KSM "advisor_mode", "scan-time");
+	set_knob("advisor_target_scan_time", 1);
+	mode_ok = access(KSM "advisor_mode", W_OK) == 0;
+	a = map_pages(ADV_PAGES);
+	for (size_t i = 0; i < ADV_PAGES * PAGE / 8; i++) {	/* pages that match nothing */
+		x ^= x << 13;
+		x ^= x >> 7;
+		x ^= x << 17;
+		((uint64_t *)a)[i] = x;
+	}
+	madvise(a, ADV_PAGES * PAGE, MADV_MERGEABLE);
+	write_str(TRACING "trace", "");
+	write_str(TRACING "events/ksm/ksm_advisor/enable", "1");
+	set_knob("run", 1);
+	/* From the end of one pass to the end of the sixteenth after it. */
+	n0 = 0;
+	while (now() < end && (n0 = advisor_events(&sum0)) < 1)
+		usleep(20000);
+	t0 = scanner_ticks(&h0);
+	n1 = n0;
+	while (now() < end && (n1 = advisor_events(&sum1)) < n0 + 16)
+		usleep(20000);
+	t1 = scanner_ticks(&h1);
+	n1 = advisor_events(&sum1);
+	write_str(TRACING "events/ksm/ksm_advisor/enable", "0");
+	write_str(KSM "advisor_mode", "none");
+	set_knob("advisor_target_scan_time", target);
+	if (threads > 0)
+		set_knob("scan_threads", threads);
+	set_knob("pages_to_scan", 100);
+	munmap(a, ADV_PAGES * PAGE);
+
+	/* In units of 10 ms. */
+	long reported = sum1 - sum0, spent = (t1 - t0) * 100 / sysconf(_SC_CLK_TCK);
+	long helped = (h1 - h0) * 100 / sysconf(_SC_CLK_TCK), tol = (n1 - n0) + 10;
+
+	printf("# advisor: %d passes; CPU ms reported %ld, spent %ld, by the helpers %ld\n",
+	       n1 - n0, reported * 10, spent * 10, helped * 10);
+	check(mode_ok && n0 >= 1 && n1 >= n0 + 16, "advisor: passes with the advisor on (%d)",
+	      n1 - n0);
+	check(threads <= 0 || helped >= tol, "advisor: helpers' CPU ms %ld, at least %ld",
+	      helped * 10, tol * 10);
+	check(reported >= spent - helped / 2 && reported <= spent + spent / 10 + tol,
+	      "advisor: CPU ms reported %ld: every thread's %ld, not ksmd's %ld", reported * 10,
+	      spent * 10, (spent - helped) * 10);
+}
 
 int main(int argc, char **argv)
 {
 	double secs = argc > 2 ? atof(argv[2]) : 60;
 
 	if (argc < 2) {
-		fprintf(stderr, "usage: %s register|migrate|bystander|offline [SECONDS]\n", argv[0]);
+		fprintf(stderr, "usage: %s register|migrate|bystander|offline|advisor [SECONDS]\n", argv[0]);
 		return 2;
 	}
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -641,6 +793,8 @@ int main(int argc, char **argv)
 		scenario_bystander(secs);
 	else if (!strcmp(argv[1], "offline"))
 		scenario_offline(secs);
+	else if (!strcmp(argv[1], "advisor"))
+		scenario_advisor(secs);
 	else {
 		fprintf(stderr, "unknown scenario %s\n", argv[1]);
 		return 2;

@@ -469,9 +469,9 @@ fn ksmd_helper() {
     ksm().crew.serve();
 }
 
-/// Sets `scan_threads`, starting helper threads as needed. It does not wait for the batch in
-/// progress: a batch reads the knob once, when it starts, and the helpers it hands work to were
-/// all running before it read their number.
+/// Sets `scan_threads`, starting helper threads as needed. It does not wait for the scan in
+/// progress: each wakeup of `ksmd` reads the knob once, when it starts, and a batch hands work
+/// only to helpers that were running when it read their number.
 pub(crate) fn set_scan_threads(n: u32) -> Result {
     if !(1..=MAX_SCAN_THREADS).contains(&n) {
         return Err(EINVAL);
