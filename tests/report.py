@@ -8,8 +8,8 @@ Inputs, per kernel K (c, rust; c-debug, rust-debug: the debug kernels' torture b
 
 A case passes when its TAP line says ok. A skip is a failure unless EXPECTED_SKIPS names it
 (Documentation/mm/rksm.rst says why). A command that exits non-zero without a failing TAP line,
-or prints no TAP result at all, is a failure. A VM whose kernel log shows a splat, or that never finished,
-is a failure of its own. Prints one table per suite, then `N passed, N failed`; exits 1 on any
+or prints no TAP result at all, is a failure. A VM whose kernel log shows a splat, or that never
+finished, is a failure of its own. Prints one table per suite, then `N passed, N failed`; exits 1 on any
 failure.
 """
 
