@@ -18,6 +18,148 @@ OUT = os.path.join(TOP, "kernel", "patches")
 
 PATCHES = [
     (
+        "mm-ksm-count-the-KSM-zero-pages-a-fork-copies",
+        "mm: ksm: count the KSM zero pages a fork copies",
+        """A child's ksm_zero_pages is the parent's count as dup_mm() copied it,
+before dup_mmap() takes the parent's mmap lock, and ksm_fork() adds that
+count to the global ksm_zero_pages after the page tables were copied.
+Zero pages that KSM maps in the parent meanwhile are copied but never
+counted for the child, and pages that KSM unmerges meanwhile (run=2
+holds the parent's mmap read lock while it does) are counted but not
+copied. When the child exits, its zap uncounts the zero PTEs it really
+has: the global count drifts, below zero or above it, and stays there
+after every process exited. A torture with forks and run=2 flips left
+185 on rksm; ksmrace zeroes left -78 in two minutes.
+
+Count each KSM zero PTE as copy_present_ptes() copies it instead, from a
+count of zero that mm_init() sets, as ksm_map_zero_page() counts a
+merge. The counts then match the PTEs on every path, also for areas
+not copied (MADV_DONTFORK, MADV_WIPEONFORK) and for a fork that fails
+halfway, whose partial page tables are zapped and uncounted.""",
+        [
+            ("include/linux/ksm.h", [
+                ("""static inline void ksm_might_unmap_zero_page(struct mm_struct *mm, pte_t pte)
+{
+	if (is_ksm_zero_pte(pte)) {
+		atomic_long_dec(&ksm_zero_pages);
+		atomic_long_dec(&mm->ksm_zero_pages);
+	}
+}
+""", """static inline void ksm_might_unmap_zero_page(struct mm_struct *mm, pte_t pte)
+{
+	if (is_ksm_zero_pte(pte)) {
+		atomic_long_dec(&ksm_zero_pages);
+		atomic_long_dec(&mm->ksm_zero_pages);
+	}
+}
+
+/* A fork copies @pte into @mm: a zero page KSM mapped is counted there too. */
+static inline void ksm_might_copy_zero_page(struct mm_struct *mm, pte_t pte)
+{
+	if (is_ksm_zero_pte(pte))
+		ksm_map_zero_page(mm);
+}
+"""),
+                ("""	if (test_bit(MMF_VM_MERGEABLE, &oldmm->flags)) {
+		long nr_ksm_zero_pages = atomic_long_read(&mm->ksm_zero_pages);
+
+		mm->ksm_merging_pages = 0;
+		mm->ksm_rmap_items = 0;
+		atomic_long_add(nr_ksm_zero_pages, &ksm_zero_pages);
+		__ksm_enter(mm);
+	}
+""", """	if (test_bit(MMF_VM_MERGEABLE, &oldmm->flags)) {
+		mm->ksm_merging_pages = 0;
+		mm->ksm_rmap_items = 0;
+		__ksm_enter(mm);
+	}
+"""),
+                ("""static inline void ksm_might_unmap_zero_page(struct mm_struct *mm, pte_t pte)
+{
+}
+""", """static inline void ksm_might_unmap_zero_page(struct mm_struct *mm, pte_t pte)
+{
+}
+
+static inline void ksm_might_copy_zero_page(struct mm_struct *mm, pte_t pte)
+{
+}
+"""),
+            ]),
+            ("kernel/fork.c", [(
+                """	mm_pasid_init(mm);
+	RCU_INIT_POINTER(mm->exe_file, NULL);
+""", """	mm_pasid_init(mm);
+#ifdef CONFIG_KSM
+	/* A fork counts the KSM zero pages it copies (ksm_might_copy_zero_page()). */
+	atomic_long_set(&mm->ksm_zero_pages, 0);
+#endif
+	RCU_INIT_POINTER(mm->exe_file, NULL);
+""")]),
+            ("mm/memory.c", [(
+                """	page = vm_normal_page(src_vma, addr, pte);
+	if (unlikely(!page))
+		goto copy_pte;
+
+	folio = page_folio(page);
+
+	/*
+	 * If we likely have to copy, just don't bother with batching.""",
+                """	page = vm_normal_page(src_vma, addr, pte);
+	if (unlikely(!page)) {
+		ksm_might_copy_zero_page(dst_vma->vm_mm, pte);
+		goto copy_pte;
+	}
+
+	folio = page_folio(page);
+
+	/*
+	 * If we likely have to copy, just don't bother with batching.""")]),
+        ],
+    ),
+    (
+        "mm-ksm-do-not-read-the-anon_vma-of-a-page-that-may-be-unmapped",
+        "mm: ksm: do not read the anon_vma of a page that may be unmapped",
+        """ksmd finds a page under the mmap lock, drops the lock, and takes it
+again to merge the page at the rmap_item's address. If the area was
+unmapped and mapped again meanwhile, the folio it holds a reference to is
+no longer mapped, and its anon_vma may have been freed: yet
+write_protect_page() asks page_address_in_vma() for the folio's address,
+and that reads folio_anon_vma(folio)->root. On a KASAN kernel with
+SLUB_RCU_DEBUG, ksmrace zeroes (areas of zero pages unmapped and mapped
+again at the same address while use_zero_pages merges them) reports a
+slab-use-after-free there within two minutes.
+
+Compute the address from the folio's index alone, as vma_address() does,
+and let page_vma_mapped_walk() prove under the page table lock that the
+folio is mapped there, which also proves that its anon_vma is the
+area's. A KSM folio, whose index says nothing about the area, is turned
+down as page_address_in_vma() turned it down.""",
+        [
+            ("mm/ksm.c", [(
+                """	if (WARN_ON_ONCE(folio_test_large(folio)))
+		return err;
+
+	pvmw.address = page_address_in_vma(&folio->page, vma);
+	if (pvmw.address == -EFAULT)
+		goto out;
+""", """	if (WARN_ON_ONCE(folio_test_large(folio)))
+		return err;
+
+	/*
+	 * The folio may have been unmapped since ksmd found it, and its
+	 * anon_vma freed: find the address by the folio's index alone, and
+	 * let the walk prove that the folio is mapped there.
+	 */
+	if (folio_test_ksm(folio))
+		goto out;
+	pvmw.address = vma_address(vma, folio->index, 1);
+	if (pvmw.address == -EFAULT)
+		goto out;
+""")]),
+        ],
+    ),
+    (
         "mm-ksm-make-the-implementation-a-Kconfig-choice",
         "mm: ksm: make the implementation a Kconfig choice",
         """Let the configuration choose between the C KSM of mm/ksm.c and rksm,
