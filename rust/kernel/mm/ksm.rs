@@ -463,18 +463,6 @@ impl Pte {
     }
 }
 
-/// The address `page` has in `vma` (its anonymous index says where), or `EFAULT`.
-#[inline]
-fn address_in_vma(page: &FolioPage, vma: &VmArea) -> Result<usize> {
-    // SAFETY: Both are valid for the duration of the call.
-    let addr = unsafe { bindings::page_address_in_vma(page.as_raw(), vma.as_raw()) };
-    if addr as isize == -(bindings::EFAULT as isize) {
-        Err(EFAULT)
-    } else {
-        Ok(addr as usize)
-    }
-}
-
 /// An MMU-notifier invalidation of one page, from `start` to its end (drop).
 struct Invalidation {
     range: bindings::mmu_notifier_range,
@@ -538,8 +526,10 @@ impl<'a> LockedPte<'a> {
         }
         let found = Self { pvmw, vma, addr };
         // INVARIANT: The walk succeeded and holds the lock; a small folio cannot be mapped by a
-        // PMD, so a walk without an entry is given up (its lock is released by the drop).
-        (!found.pvmw.pte.is_null()).then_some(found)
+        // PMD, so a walk without an entry is given up (its lock is released by the drop), and so
+        // is an entry at another address (the walk looks on up to the address the folio's index
+        // gives, which the callers have checked is `addr`).
+        (!found.pvmw.pte.is_null() && found.pvmw.address as usize == addr).then_some(found)
     }
 
     /// The entry's value.
@@ -619,15 +609,28 @@ fn protect(pte: &mut LockedPte<'_>, f: &Folio) -> Result<(Pte, bool)> {
     Ok((clean, true))
 }
 
-/// The address at which the first page of the small folio `f` is mapped in `vma` if it is
-/// `addr` (an anonymous page can be mapped at one address of an area only: the one its index
-/// gives); `EFAULT` otherwise.
+/// Checks that the small anonymous folio `f` can be mapped at `addr` of `vma`: `addr` is in the
+/// area and is the one address the folio's index gives there (an anonymous page is mapped at
+/// one address of an area only). `EFAULT` otherwise, and for KSM folios, whose index says
+/// nothing (C's `write_protect_page()` gets `EFAULT` for them from `page_address_in_vma()`).
+///
+/// This reads only the folio's own fields. C's `page_address_in_vma()` also compares the
+/// folio's anon_vma with the area's, but the caller holds a reference, not a mapping: a folio
+/// unmapped since it was found may point at an anon_vma that has been freed (KASAN saw this
+/// from a scanner batch). [`LockedPte::find`] then proves, under the page table lock, that the
+/// folio is mapped at `addr`, and so that its anon_vma is the area's.
 #[inline]
-fn small_folio_at(f: &Folio, vma: &VmArea, addr: usize) -> Result<usize> {
-    if f.is_large() || address_in_vma(f.page(0), vma)? != addr {
+fn small_folio_at(f: &Folio, vma: &VmArea, addr: usize) -> Result {
+    if f.is_large()
+        || f.is_ksm()
+        || !f.is_anon()
+        || addr < vma.start()
+        || addr >= vma.end()
+        || f.index() != vma.linear_page_index(addr)
+    {
         return Err(EFAULT);
     }
-    Ok(addr)
+    Ok(())
 }
 
 /// Write-protects the page table entry through which `vma` maps the locked small folio
@@ -638,7 +641,7 @@ fn small_folio_at(f: &Folio, vma: &VmArea, addr: usize) -> Result<usize> {
 /// to it: the reference count is more than the mappings, the swap cache and the caller's).
 pub fn write_protect(vma: &VmArea, addr: usize, folio: &impl LockedFolio) -> Result<Pte> {
     let f = folio.locked_folio();
-    let addr = small_folio_at(f, vma, addr)?;
+    small_folio_at(f, vma, addr)?;
     let _inv = Invalidation::start(vma.mm(), addr);
     let mut pte = LockedPte::find(vma, f, addr).ok_or(EFAULT)?;
     let (entry, cleared) = protect(&mut pte, f)?;
@@ -677,7 +680,7 @@ pub fn replace_if_same(
     same: impl FnOnce() -> bool,
 ) -> Result {
     let f = folio.locked_folio();
-    let addr = small_folio_at(f, vma, addr)?;
+    small_folio_at(f, vma, addr)?;
     let page = f.page(0);
     let mm = vma.mm();
     let _inv = Invalidation::start(mm, addr);
