@@ -43,7 +43,7 @@ threads=/sys/kernel/mm/ksm/scan_threads
 # before their fixes, and C's bystander got no round in time with 45 s on the debug kernel.
 race=120
 # (ksmrace offline is not run yet: its KSM pages do not land in an offlinable block.)
-for s in register migrate bystander; do
+for s in register migrate bystander zeroes; do
 	run races "$s" $((race * 2 + 120)) "$exe/ksmrace" "$s" "$race"
 done
 for t in "$@"; do
