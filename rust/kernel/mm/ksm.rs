@@ -900,67 +900,104 @@ pub fn zero_pages() -> isize {
     unsafe { bindings::ksm_zero_pages_read() as isize }
 }
 
-/// Whether two folios of the swap-in path share the same anon_vma root (C compares
-/// `anon_vma->root`): KSM's `ksm_might_need_to_copy()` keeps a swapped-in folio that is
-/// linearly placed in the area's own anon_vma.
-pub fn in_own_anon_vma(folio: &Folio, vma: &VmArea, addr: usize) -> bool {
-    // SAFETY: The folio is valid; `folio_anon_vma` reads its mapping.
-    let av = unsafe { bindings::folio_anon_vma(folio.as_raw()) };
-    let own = vma.anon_vma_raw();
-    if av.is_null() || own.is_null() {
-        return false;
-    }
-    // SAFETY: Both anon_vmas are valid while the folio is locked and the area's lock held.
-    folio.index() == vma.linear_page_index(addr) && unsafe { (*av).root == (*own).root }
+/// A folio that the swap-in fault (or swapoff) is about to map at `addr` of `vma`, for KSM to
+/// keep or copy (C's `ksm_might_need_to_copy()`).
+///
+/// # Invariants
+///
+/// `folio` is locked and is the swap cache folio of a swap entry that `vma` maps at `addr`;
+/// `vma`'s mmap lock (or its per-VMA lock) is held for `'a`. So the folio's anon_vma, if it
+/// has one, is in the area's anon_vma chain (or is its root), and lives as long as the area.
+pub struct SwapIn<'a> {
+    folio: &'a FolioGuard<'a>,
+    vma: &'a VmArea,
+    addr: usize,
 }
 
-/// Whether the folio has an anon_vma (is anonymous and not KSM).
-#[inline]
-pub fn has_anon_vma(folio: &Folio) -> bool {
-    // SAFETY: The folio is valid.
-    !unsafe { bindings::folio_anon_vma(folio.as_raw()) }.is_null()
-}
+impl<'a> SwapIn<'a> {
+    /// Wraps the arguments of C's `ksm_might_need_to_copy()`.
+    ///
+    /// # Safety
+    ///
+    /// `folio` is the swap cache folio of a swap entry that `vma` maps at `addr`, and `vma`'s
+    /// mmap lock or per-VMA lock is held for `'a` (as do_swap_page() and unuse_pte() call it).
+    #[inline]
+    pub unsafe fn new(folio: &'a FolioGuard<'a>, vma: &'a VmArea, addr: usize) -> Self {
+        // INVARIANT: By the safety requirements; `FolioGuard` proves the lock.
+        Self { folio, vma, addr }
+    }
 
-/// A private copy of `folio`'s first page for `addr` of `vma`, locked, dirty and up to date
-/// (C's swap-in copy of a KSM page). `Ok(None)` when no memory could be had, `EHWPOISON` when
-/// the source could not be read.
-pub fn copy_for_swapin(folio: &Folio, vma: &VmArea, addr: usize) -> Result<Option<ARef<Folio>>> {
-    // SAFETY: The area is valid and locked by the fault path.
-    let new = unsafe { bindings::vma_alloc_folio_movable(vma.as_raw(), addr as _) };
-    if new.is_null() {
-        return Ok(None);
+    /// The folio, locked.
+    #[inline]
+    pub fn folio(&self) -> &FolioGuard<'a> {
+        self.folio
     }
-    // SAFETY: `new` is a freshly allocated folio whose one reference we own.
-    let new = unsafe { ARef::from_raw(NonNull::new_unchecked(new.cast::<Folio>())) };
-    // SAFETY: `new` is valid; charging it to the area's memory cgroup.
-    if unsafe { bindings::mem_cgroup_charge(new.as_raw(), vma.mm().as_raw(), bindings::GFP_KERNEL) }
-        != 0
-    {
-        return Ok(None);
+
+    /// Whether the folio is anonymous, not KSM, and placed linearly in the area's own anon_vma
+    /// tree at `addr` (C compares `anon_vma->root`): such a folio can be mapped as it is.
+    pub fn in_own_anon_vma(&self) -> bool {
+        let (f, vma) = (self.folio.folio(), self.vma);
+        // SAFETY: The folio is valid; `folio_anon_vma` reads its mapping.
+        let av = unsafe { bindings::folio_anon_vma(f.as_raw()) };
+        let own = vma.anon_vma_raw();
+        if av.is_null() || own.is_null() {
+            return false;
+        }
+        // SAFETY: `av` is in the area's chain and `own` is the area's (type invariants): both
+        // live while the area does, which its lock keeps.
+        f.index() == vma.linear_page_index(self.addr) && unsafe { (*av).root == (*own).root }
     }
-    // SAFETY: Both pages are valid; the copy handles machine checks.
-    if unsafe {
-        bindings::copy_mc_user_highpage(
-            new.page(0).as_raw(),
-            folio.page(0).as_raw(),
-            addr as _,
-            vma.as_raw(),
-        )
-    } != 0
-    {
-        return Err(crate::error::Error::from_errno(
-            -(bindings::EHWPOISON as i32),
-        ));
+
+    /// Whether the folio has an anon_vma (is anonymous and not KSM).
+    #[inline]
+    pub fn has_anon_vma(&self) -> bool {
+        // SAFETY: The folio is valid; `folio_anon_vma` only reads its mapping.
+        !unsafe { bindings::folio_anon_vma(self.folio.folio().as_raw()) }.is_null()
     }
-    // SAFETY: `new` is ours alone: it may be marked without its lock, and locked by setting the
-    // bit (C's `__folio_set_locked()`), which the fault path unlocks.
-    unsafe {
-        bindings::folio_set_dirty(new.as_raw());
-        bindings::__folio_mark_uptodate(new.as_raw());
-        bindings::__folio_set_locked(new.as_raw());
-        bindings::count_ksm_swpin_copy();
+
+    /// A private copy of the folio's first page for `addr`, locked, dirty and up to date (C's
+    /// swap-in copy of a KSM page). `Ok(None)` when no memory could be had, `EHWPOISON` when the
+    /// source could not be read.
+    pub fn copy(&self) -> Result<Option<ARef<Folio>>> {
+        let (folio, vma, addr) = (self.folio.folio(), self.vma, self.addr);
+        // SAFETY: The area is valid and locked (type invariants), `addr` is in it.
+        let new = unsafe { bindings::vma_alloc_folio_movable(vma.as_raw(), addr as _) };
+        if new.is_null() {
+            return Ok(None);
+        }
+        // SAFETY: `new` is a freshly allocated folio whose one reference we own.
+        let new = unsafe { ARef::from_raw(NonNull::new_unchecked(new.cast::<Folio>())) };
+        // SAFETY: `new` is valid; charging it to the area's memory cgroup.
+        if unsafe {
+            bindings::mem_cgroup_charge(new.as_raw(), vma.mm().as_raw(), bindings::GFP_KERNEL)
+        } != 0
+        {
+            return Ok(None);
+        }
+        // SAFETY: Both pages are valid; the copy handles machine checks.
+        if unsafe {
+            bindings::copy_mc_user_highpage(
+                new.page(0).as_raw(),
+                folio.page(0).as_raw(),
+                addr as _,
+                vma.as_raw(),
+            )
+        } != 0
+        {
+            return Err(crate::error::Error::from_errno(
+                -(bindings::EHWPOISON as i32),
+            ));
+        }
+        // SAFETY: `new` is ours alone: it may be marked without its lock, and locked by setting
+        // the bit (C's `__folio_set_locked()`), which the fault path unlocks.
+        unsafe {
+            bindings::folio_set_dirty(new.as_raw());
+            bindings::__folio_mark_uptodate(new.as_raw());
+            bindings::__folio_set_locked(new.as_raw());
+            bindings::count_ksm_swpin_copy();
+        }
+        Ok(Some(new))
     }
-    Ok(Some(new))
 }
 
 /// A reverse-map walk the kernel asked of KSM (C's `struct rmap_walk_control`).
@@ -1136,11 +1173,7 @@ pub trait KsmOps {
     /// Whether a swapped-in folio must be copied for `addr` of `vma` (C's
     /// `ksm_might_need_to_copy()`): `Ok(None)` keeps it, `Ok(Some(new))` uses a copy, and the
     /// error `ENOMEM` (no copy could be made) or `EHWPOISON` fails the fault.
-    fn might_need_to_copy(
-        folio: &FolioGuard<'_>,
-        vma: &VmArea,
-        addr: usize,
-    ) -> Result<Option<ARef<Folio>>>;
+    fn might_need_to_copy(swapin: &SwapIn<'_>) -> Result<Option<ARef<Folio>>>;
     /// The reverse-map walk of a locked KSM folio.
     fn rmap_walk(folio: &FolioGuard<'_>, walk: &mut RmapWalk<'_>);
     /// Migration moved KSM folio `old` to `new` (both locked).
@@ -1295,15 +1328,13 @@ macro_rules! ksm_abi {
             ) -> *mut bindings::folio {
                 // SAFETY: The folio is locked and referenced by the fault path for the call, the
                 // area valid under its locks. The guard does not unlock: the fault path does.
+                // The swap cache folio is that of a swap entry `vma` maps at `addr`.
                 unsafe {
                     let guard = ::core::mem::ManuallyDrop::new(ksm::locked_by_caller(
                         Folio::from_raw(folio),
                     ));
-                    match <$t as KsmOps>::might_need_to_copy(
-                        &guard,
-                        VmArea::from_raw(vma),
-                        addr as usize,
-                    ) {
+                    let swapin = ksm::SwapIn::new(&guard, VmArea::from_raw(vma), addr as usize);
+                    match <$t as KsmOps>::might_need_to_copy(&swapin) {
                         Ok(None) => folio,
                         Ok(Some(new)) => $crate::types::ARef::into_raw(new).as_ptr().cast(),
                         Err(e) if e == $crate::error::code::ENOMEM => ::core::ptr::null_mut(),

@@ -28,7 +28,7 @@ use crate::stable::StableNode;
 use kernel::bindings;
 use kernel::kthread;
 use kernel::mm::folio::{Folio, FolioGuard, FolioPage};
-use kernel::mm::ksm::{self as mmksm, KillList, KsmNode, KsmOps, RmapWalk};
+use kernel::mm::ksm::{self as mmksm, KillList, KsmNode, KsmOps, RmapWalk, SwapIn};
 use kernel::mm::virt::{flags, VmArea};
 use kernel::mm::{Mm, MmFlag, MmWriteLocked};
 use kernel::page::PAGE_SIZE;
@@ -204,11 +204,8 @@ impl KsmOps for Rksm {
         scan::exit(mm)
     }
 
-    fn might_need_to_copy(
-        folio: &FolioGuard<'_>,
-        vma: &VmArea,
-        addr: usize,
-    ) -> Result<Option<ARef<Folio>>> {
+    fn might_need_to_copy(swapin: &SwapIn<'_>) -> Result<Option<ARef<Folio>>> {
+        let folio = swapin.folio();
         let f = folio.folio();
         if f.is_large() {
             return Ok(None);
@@ -218,7 +215,7 @@ impl KsmOps for Rksm {
             if mmksm::ksm_node::<Node>(folio).is_some() && !scan::unmerging() {
                 return Ok(None);
             }
-        } else if !mmksm::has_anon_vma(f) || mmksm::in_own_anon_vma(f, vma, addr) {
+        } else if !swapin.has_anon_vma() || swapin.in_own_anon_vma() {
             return Ok(None);
         }
         if f.page(0).is_hwpoison() {
@@ -228,7 +225,7 @@ impl KsmOps for Rksm {
             // Let the fault report the error.
             return Ok(None);
         }
-        match mmksm::copy_for_swapin(f, vma, addr)? {
+        match swapin.copy()? {
             Some(new) => Ok(Some(new)),
             None => Err(ENOMEM),
         }
