@@ -529,7 +529,7 @@ impl<'a> LockedPte<'a> {
         // PMD, so a walk without an entry is given up (its lock is released by the drop), and so
         // is an entry at another address (the walk looks on up to the address the folio's index
         // gives, which the callers have checked is `addr`).
-        (!found.pvmw.pte.is_null() && found.pvmw.address as usize == addr).then_some(found)
+        (!found.pvmw.pte.is_null() && found.pvmw.address == addr as _).then_some(found)
     }
 
     /// The entry's value.
