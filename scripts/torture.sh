@@ -27,9 +27,11 @@ for k in $KERNELS; do
 	rm -rf "$B/test/$k-debug"
 	mkdir -p "$B/test/$k-debug"
 	set +e
-	# ZONE_MOVABLE on part of each node, so that ksmrace's offline scenario can offline blocks.
+	# ZONE_MOVABLE on the top 256 MiB of each node (kernelcore=: 768 MiB of each node's 1 GiB
+	# for the kernel; node 1's movable zone then begins on a 128 MiB memory block), so that
+	# ksmrace's offline scenario can offline blocks that hold KSM pages.
 	KSM=$k KERNEL=$B/bzImage-debug-$k VM_RUN=$B/vm/test-$k-debug TIMEOUT=$(((DURATION + 900) * n + 900)) \
-		APPEND="movablecore=30%" \
+		APPEND="kernelcore=1536M" \
 		CMD="sh $PROJECT/tests/vm/torture-guest.sh $k-debug $DURATION $th" "$PROJECT/scripts/vm.sh"
 	echo $? > "$B/test/$k-debug/vm.rc"
 	set -e
