@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # make test: set up, build both kernels and the guest programs, boot each kernel once and run
 # every suite in it (KUnit at boot on the rksm kernel, the kernel's KSM selftests, rksm's
-# workloads), then boot the debug kernels (FLAVOR=debug: KASAN, KFENCE, kmemleak, UBSAN, ...)
+# workloads), boot the rksm kernel once more with its init left out (ksmrace noinit), then boot the debug kernels (FLAVOR=debug: KASAN, KFENCE, kmemleak, UBSAN, ...)
 # for the race regressions and a short torture (scripts/torture.sh, TORTURE_SECONDS per run,
 # default 180; TORTURE=0 leaves them out), then print one table per suite and
 # `N passed, N failed`. Exits non-zero on any failure. FAULT=panic|warning|selftest injects a
@@ -32,6 +32,18 @@ for k in $KERNELS; do
 	set -e
 done
 names=$KERNELS
+# rksm with its init left out, as if init had failed: asking for KSM must fail cleanly (ENOMEM).
+if [[ " $KERNELS " == *" rust "* ]]; then
+	out=$B/test/rust-noinit/races
+	mkdir -p "$out"
+	set +e
+	KSM=rust VM_RUN=$B/vm/test-rust-noinit TIMEOUT=600 APPEND="initcall_blacklist=__rksm_init" \
+		CMD="$B/tests/ksmrace noinit > $out/noinit.out 2>&1; echo \$? > $out/noinit.rc" \
+		"$PROJECT/scripts/vm.sh"
+	echo $? > "$B/test/rust-noinit/vm.rc"
+	set -e
+	names="$names rust-noinit"
+fi
 if [ "$TORTURE" = 1 ]; then
 	KERNELS=$KERNELS DURATION=${TORTURE_SECONDS:-180} THREADS="1 2" NO_REPORT=1 \
 		"$PROJECT/scripts/torture.sh"

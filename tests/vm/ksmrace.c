@@ -15,9 +15,9 @@
  *              when migration had moved its node to a copy meanwhile, and freed the node that
  *              the copy still pointed at.
  *   release    a forked child migrates merged pages without pause while the parent's mappings
- *              leave their stable nodes: the nodes stay while the child maps their pages, and
- *              the child reads every byte right. rksm once took the KSM page it waited to lock
- *              for gone when migration had moved it meanwhile, and freed its node.
+ *              leave their stable nodes: the child reads every byte right, nothing is left.
+ *              rksm once took the KSM page it waited to lock for gone when migration had
+ *              moved it meanwhile.
  *   bystander  pages that went into the unstable tree are freed and their frames taken by
  *              another process's transparent huge pages before the pages' partners are scanned:
  *              the other process's huge pages must stay whole and exact. rksm once split the
@@ -34,6 +34,10 @@
  *              the zero page: every byte reads zero, and ksm_zero_pages is 0 once they exited.
  *              rksm once read the freed anon_vma of a page its batch held after the page was
  *              unmapped (KASAN, in page_address_in_vma()).
+ *   noinit     on a kernel booted with rksm's init left out (initcall_blacklist=__rksm_init):
+ *              MADV_MERGEABLE fails with EAGAIN and PR_SET_MEMORY_MERGE with ENOMEM, the rest
+ *              works. rksm
+ *              once panicked there (its global state was reached through an expect()).
  *
  * Usage: ksmrace SCENARIO [SECONDS]. Prints TAP; exits 0 only if every check passed. Needs
  * root: it drives /sys/kernel/mm/ksm (and restores what it changed).
@@ -51,6 +55,7 @@
 #include <dirent.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -59,6 +64,10 @@
 #define PAGE 4096UL
 #define KSM "/sys/kernel/mm/ksm/"
 #define MPOL_MF_MOVE_ALL (1 << 2)
+#ifndef PR_SET_MEMORY_MERGE
+#define PR_SET_MEMORY_MERGE 67
+#define PR_GET_MEMORY_MERGE 68
+#endif
 
 static int tests, failures;
 
@@ -284,8 +293,8 @@ static int frame_shared(const uint64_t *frames, size_t n, size_t i)
  * Moves the MIG_PAGES pages at `area` to the other node and back without pause until `*stop`,
  * merged pages too (MPOL_MF_MOVE_ALL: MPOL_MF_MOVE leaves a page mapped more than once where
  * it is, and every KSM page here is), adding to `*moved` the pages that moved and to
- * `*ksm_moved` the KSM pages seen to move: frames mapped at two addresses of the area before
- * the call and not after. Returns the number of failed calls.
+ * `*ksm_moved` the KSM pages seen to move: pages mapped at two addresses of the area both
+ * before and after the call, on another frame after it. Returns the number of failed calls.
  */
 static long migrate_until(char *area, volatile int *stop, long *moved, long *ksm_moved)
 {
@@ -301,14 +310,21 @@ static long migrate_until(char *area, volatile int *stop, long *moved, long *ksm
 		for (size_t i = 0; i < MIG_PAGES; i++)
 			nodes[i] = to;
 		read_frames(pagemap, area, MIG_PAGES, before);
+		for (size_t i = 0; i < MIG_PAGES; i++)
+			status[i] = -1;
 		if (syscall(SYS_move_pages, 0, MIG_PAGES, pages, nodes, status, MPOL_MF_MOVE_ALL) < 0) {
 			errors++;
 		} else {
 			read_frames(pagemap, area, MIG_PAGES, after);
 			for (size_t i = 0; i < MIG_PAGES; i++) {
 				*moved += status[i] == to;
-				*ksm_moved += before[i] && after[i] != before[i] &&
-					      frame_shared(before, MIG_PAGES, i);
+				/* Merged before and after, on another frame, on the target
+				 * node (an unmerge by run=2 in between leaves it unshared).
+				 */
+				*ksm_moved += status[i] == to && before[i] && after[i] &&
+					      after[i] != before[i] &&
+					      frame_shared(before, MIG_PAGES, i) &&
+					      frame_shared(after, MIG_PAGES, i);
 			}
 		}
 		to ^= 1;
@@ -375,12 +391,12 @@ static void scenario_migrate(double budget)
 }
 
 /*
- * release: merged pages that a forked child maps (the child's mappings are not listed under
- * their stable nodes) while the parent's mappings leave the nodes (the parent unmaps its area,
- * and ksmd takes its items off), and the child migrates its pages without pause. A node whose
- * last listed mapping goes is released only if its page is gone; while the child maps the page
- * the node must stay, or the child's next migration walks a freed node. rksm once took the page
- * it waited to lock for gone when migration had moved it to a copy meanwhile.
+ * release: merged pages that a forked child maps and migrates without pause while the
+ * parent's mappings leave their stable nodes (the parent unmaps its area, and ksmd takes its
+ * rmap_items off, each under the lock of its node's KSM page, which migration may be copying
+ * at that moment). The nodes and the child's mappings must stay right: the child reads every
+ * byte right, and nothing is left after run=2. rksm once took the page it waited to lock for
+ * gone when migration had moved it to a copy meanwhile, and took the node's mappings off.
  */
 static void scenario_release(double budget)
 {
@@ -401,7 +417,7 @@ static void scenario_release(double budget)
 		char *a = map_pages(MIG_PAGES);
 		long sc;
 		pid_t pid;
-		int st;
+		int st = 0;
 
 		fill(a, MIG_PAGES, mig_value, 0x5eed + rounds);
 		madvise(a, MIG_PAGES * PAGE, MADV_MERGEABLE);
@@ -416,8 +432,11 @@ static void scenario_release(double budget)
 			shared[2] += km;
 			_exit(first_wrong(a, MIG_PAGES, mig_value, 0x5eed + rounds) >= 0);
 		}
-		/* The child migrates; the parent's mappings leave their nodes meanwhile. */
-		usleep(200000);
+		/*
+		 * The child migrates; the parent's mappings leave their nodes meanwhile: ksmd takes
+		 * them off at its next look, each under its node's page lock.
+		 */
+		usleep(10000);
 		munmap(a, MIG_PAGES * PAGE);
 		sc = knob("full_scans");
 		while (knob("full_scans") < sc + 2 && now() < end + 30)
@@ -606,12 +625,13 @@ static void scenario_bystander(double budget)
  * offline: merged pages on node 1, whose last memory blocks are ZONE_MOVABLE (the VM boots
  * with kernelcore=1536M: 768 MiB of each node's 1 GiB in the kernel's zones, the rest
  * movable and aligned to 128 MiB blocks), the blocks that hold their KSM pages offlined and
- * onlined again through /sys/devices/system/memory, in rounds. Each round first moves the
- * pages back to node 1 (offlining moved them away) and unmaps a slice of the pairs, so that
- * the blocks also hold the frames of freed KSM pages whose stable nodes may not be pruned yet;
- * the slice is mapped, filled and merged again after the blocks are back. Offlining migrates
- * the KSM pages out of the blocks: the rest must stay merged (their stable nodes follow them),
- * every byte read back right, and no KSM page be left after run=2.
+ * onlined again through /sys/devices/system/memory, in rounds. A filler first takes node 1's
+ * free pages outside a block that can go offline, so that the pages land there. Each round
+ * moves the pages back to node 1 (offlining moved them away) and unmaps a slice of the pairs,
+ * so that the blocks also hold the frames of freed KSM pages whose stable nodes may not be
+ * pruned yet; the slice is mapped, filled and merged again after the blocks are back.
+ * Offlining migrates the KSM pages out of the blocks: the rest must stay merged (their stable
+ * nodes follow them), every byte read back right, and no KSM page be left after run=2.
  */
 #define OFF_PAGES 2048
 #define SYSMEM "/sys/devices/system/memory/"
@@ -669,6 +689,67 @@ static long off_wrong(const char *a, size_t from, size_t to)
 	return -1;
 }
 
+/*
+ * The first memory block of node 1 that is online, movable and can go offline (offlined and
+ * onlined again to find out: a block with holes, as the one under the firmware's tables at the
+ * top of node 1, gives EINVAL), or -1.
+ */
+static long offlinable_block(void)
+{
+	DIR *d = opendir("/sys/devices/system/node/node1");
+	long best = -1;
+	struct dirent *e;
+
+	if (!d)
+		return -1;
+	while ((e = readdir(d))) {
+		long b;
+
+		if (sscanf(e->d_name, "memory%ld", &b) != 1 || (best >= 0 && b > best) ||
+		    !block_attr_is(b, "state", "online") || !block_attr_is(b, "valid_zones", "Movable"))
+			continue;
+		if (set_block(b, "offline"))
+			continue;
+		if (set_block(b, "online_movable") && set_block(b, "online")) {
+			printf("# block %ld went offline and could not be onlined again\n", b);
+			continue;
+		}
+		best = b;
+	}
+	closedir(d);
+	return best;
+}
+
+/*
+ * Takes node 1's free pages, one at a time, until one comes from block `t`: pages that node 1
+ * gives next come from `t` too (once a block is onlined again its pages are handed out last, so
+ * without this the test's pages may all land in another block). Returns the filler area of
+ * `*n` pages, for the caller to unmap.
+ */
+static char *fill_until_block(int pagemap, long t, long bsize, size_t *n)
+{
+	const size_t max = 65536;
+	unsigned long node1 = 2;
+	char *f = mmap(NULL, max * PAGE, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	uint64_t frame;
+	size_t i;
+
+	*n = 0;
+	if (f == MAP_FAILED)
+		return NULL;
+	syscall(SYS_mbind, f, max * PAGE, 2 /* MPOL_BIND */, &node1, 64, 0);
+	for (i = 0; i < max; i++) {
+		f[i * PAGE] = 1;
+		read_frames(pagemap, f + i * PAGE, 1, &frame);
+		if (frame && (long)(frame * PAGE / bsize) == t)
+			break;
+	}
+	*n = max;
+	printf("# filler: %zu pages before one came from block %ld\n", i, t);
+	return f;
+}
+
 static void scenario_offline(double budget)
 {
 	static uint64_t frames[OFF_PAGES];
@@ -677,10 +758,13 @@ static void scenario_offline(double budget)
 	const size_t half = OFF_PAGES / 2, slice = OFF_PAGES / 8;
 	long bsize = 0, blocks[OFF_PAGES], offlined = 0, onlined = 0, nblocks;
 	int pagemap = open("/proc/self/pagemap", O_RDONLY), moved = 0, remerged = 0, rounds = 0;
-	int wrong = 0, w;
+	int wrong = 0, offline_rounds = 0, w;
+	long round_offlined = 0;
 	double end = now() + budget;
 	unsigned long node1 = 2;
-	char *a, buf[32] = "";
+	char *a, *filler, buf[32] = "";
+	size_t nfiller;
+	long target;
 	long left;
 	int fd;
 
@@ -697,6 +781,11 @@ static void scenario_offline(double budget)
 	set_knob("sleep_millisecs", 0);
 	set_knob("pages_to_scan", 10000);
 	set_knob("merge_across_nodes", 1);
+	target = offlinable_block();
+	check(target >= 0, "offline: node 1 has a movable block that can go offline (%ld)", target);
+	if (target < 0)
+		return;
+	filler = fill_until_block(pagemap, target, bsize, &nfiller);
 	a = map_pages(OFF_PAGES);
 	syscall(SYS_mbind, a, OFF_PAGES * PAGE, 2 /* MPOL_BIND */, &node1, 64, 0);
 	off_fill(a, 0, OFF_PAGES);
@@ -728,6 +817,7 @@ static void scenario_offline(double budget)
 			    block_attr_is(b, "valid_zones", "Movable"))
 				blocks[nblocks++] = b;
 		}
+		round_offlined = 0;
 		/* A slice of pairs freed: stale stable nodes whose frames lie in those blocks. */
 		munmap(a + s0 * PAGE, slice * PAGE);
 		munmap(a + (half + s0) * PAGE, slice * PAGE);
@@ -738,9 +828,11 @@ static void scenario_offline(double budget)
 				err = set_block(blocks[k], "offline");
 			if (!err) {
 				offlined++;
+				round_offlined++;
 			} else {
-				/* EINVAL: a block with holes (the firmware's tables at the top of
-				 * node 1), which can never go offline. */
+				/* EINVAL: a block with holes (the firmware's tables at the top
+				 * of node 1), which can never go offline.
+				 */
 				printf("# round %d: block %ld: offline: %s\n", rounds, blocks[k],
 				       strerror(err));
 				blocks[k] = -1;
@@ -768,17 +860,22 @@ static void scenario_offline(double budget)
 			off_fill(a, from, from + slice);
 			madvise(a + from * PAGE, slice * PAGE, MADV_MERGEABLE);
 		}
-		remerged += wait_merged(OFF_PAGES * 3 / 4, 60);
+		/* The slice too: every pair, but for a few a pass may not have reached yet. */
+		remerged += wait_merged(OFF_PAGES * 15 / 16, 60);
 		if (off_wrong(a, 0, OFF_PAGES) >= 0) {
 			wrong++;
 			printf("# round %d: a page reads wrong after merging again\n", rounds);
 		}
-		printf("# round %d: %ld blocks, %ld merging pages\n", rounds, nblocks, merging_pages());
+		printf("# round %d: %ld blocks offlined of %ld, %ld merging pages\n", rounds,
+		       round_offlined, nblocks, merging_pages());
+		offline_rounds += round_offlined > 0;
 		rounds++;
 	}
 	printf("# offline: %ld blocks offlined, %ld onlined again, %d rounds\n", offlined, onlined,
 	       rounds);
-	check(offlined > 0, "offline: blocks holding KSM pages went offline (%ld)", offlined);
+	check(offline_rounds == rounds,
+	      "offline: a block holding KSM pages went offline in every round (%d of %d, %ld blocks)",
+	      offline_rounds, rounds, offlined);
 	check(onlined == offlined, "offline: and online again (%ld)", onlined);
 	check(moved == rounds, "offline: the pages stayed merged (%d of %d rounds)", moved, rounds);
 	check(remerged == rounds, "offline: the freed slice merged again (%d of %d rounds)",
@@ -790,6 +887,8 @@ static void scenario_offline(double budget)
 	check(left == 0, "offline: no KSM page or node left after run=2 (%ld)", left);
 	check(off_wrong(a, 0, OFF_PAGES) < 0, "offline: every byte right at the end");
 	munmap(a, OFF_PAGES * PAGE);
+	if (filler)
+		munmap(filler, nfiller * PAGE);
 	close(pagemap);
 }
 /*
@@ -1054,12 +1153,51 @@ static void scenario_zeroes(double budget)
 	check(left == 0, "zeroes: no zero page counted after every process exited (%ld)", left);
 }
 
+/*
+ * noinit: the kernel booted with rksm's init left out (initcall_blacklist=__rksm_init), as if
+ * init had failed: KSM is off, and asking for it fails cleanly (ENOMEM, which madvise() gives
+ * as EAGAIN) instead of a BUG.
+ * rksm once reached its global state through a function that panicked when init had not run.
+ */
+static void scenario_noinit(void)
+{
+	char *a = map_pages(64);
+	long stat;
+	pid_t pid;
+	int r, st;
+
+	check(access(KSM "run", F_OK) != 0, "noinit: /sys/kernel/mm/ksm has no files (init left out)");
+	fill(a, 64, same, 0x1234);
+	errno = 0;
+	r = madvise(a, 64 * PAGE, MADV_MERGEABLE);
+	/* madvise() turns ENOMEM into EAGAIN (mm/madvise.c), as for C KSM's own ENOMEM. */
+	check(r == -1 && errno == EAGAIN, "noinit: MADV_MERGEABLE fails with EAGAIN (%d, %s)", r,
+	      strerror(errno));
+	errno = 0;
+	r = prctl(PR_SET_MEMORY_MERGE, 1, 0, 0, 0);
+	check(r == -1 && errno == ENOMEM, "noinit: PR_SET_MEMORY_MERGE fails with ENOMEM (%d, %s)",
+	      r, strerror(errno));
+	r = prctl(PR_GET_MEMORY_MERGE, 0, 0, 0, 0);
+	check(r == 0, "noinit: PR_GET_MEMORY_MERGE reads 0 (%d)", r);
+	r = madvise(a, 64 * PAGE, MADV_UNMERGEABLE);
+	check(r == 0, "noinit: MADV_UNMERGEABLE succeeds, as on any area that is not mergeable");
+	stat = read_long("/proc/self/ksm_merging_pages");
+	check(stat == 0, "noinit: /proc/self/ksm_merging_pages reads 0 (%ld)", stat);
+	pid = fork();
+	if (pid == 0)
+		_exit(first_wrong(a, 64, same, 0x1234) >= 0);
+	check(pid > 0 && waitpid(pid, &st, 0) == pid && WIFEXITED(st) && !WEXITSTATUS(st),
+	      "noinit: a forked child reads its memory right and exits");
+	check(first_wrong(a, 64, same, 0x1234) < 0, "noinit: every byte right");
+	munmap(a, 64 * PAGE);
+}
+
 int main(int argc, char **argv)
 {
 	double secs = argc > 2 ? atof(argv[2]) : 60;
 
 	if (argc < 2) {
-		fprintf(stderr, "usage: %s register|migrate|release|bystander|offline|advisor|zeroes [SECONDS]\n", argv[0]);
+		fprintf(stderr, "usage: %s register|migrate|release|bystander|offline|advisor|zeroes|noinit [SECONDS]\n", argv[0]);
 		return 2;
 	}
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -1078,6 +1216,8 @@ int main(int argc, char **argv)
 		scenario_advisor(secs);
 	else if (!strcmp(argv[1], "zeroes"))
 		scenario_zeroes(secs);
+	else if (!strcmp(argv[1], "noinit"))
+		scenario_noinit();
 	else {
 		fprintf(stderr, "unknown scenario %s\n", argv[1]);
 		return 2;

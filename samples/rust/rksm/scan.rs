@@ -570,6 +570,25 @@ fn change_trees<P>(
     Ok(())
 }
 
+/// The `merge_across_nodes` and `max_page_sharing` that the trees use, under the scan lock;
+/// `None` if the shards disagree (a knob change only ever applies to all of them at once).
+#[cfg(CONFIG_KUNIT)]
+pub(crate) fn tree_knobs() -> Option<(bool, usize)> {
+    let k = ksm();
+    let _st = k.lock_scan();
+    let mut shards = k.shards.iter();
+    let first = shards.next().map(|s| {
+        let t = &s.lock().trees;
+        (t.merge_across_nodes(), t.max_page_sharing)
+    })?;
+    shards
+        .all(|s| {
+            let t = &s.lock().trees;
+            (t.merge_across_nodes(), t.max_page_sharing) == first
+        })
+        .then_some(first)
+}
+
 /// Sets `merge_across_nodes` (C's `merge_across_nodes_store()`).
 pub(crate) fn set_merge_across_nodes(on: bool) -> Result {
     if STATS.merge_across_nodes.load(Relaxed) == on {
