@@ -13,6 +13,9 @@
 //! Comparisons are lexicographic, like `memcmp()`, and report where the pages first differ, so
 //! that a caller that knows two pages share a prefix can start comparing after it
 //! ([`PageBytes::compare_from`]).
+//!
+//! [`ReadOnlyMappedPage`] maps any page for reading. [`MappedPage`] maps a page for writing too,
+//! and only a page that its mapper may write: never the zero page, which every process reads.
 
 use crate::{bindings, page::Page, page::PAGE_SIZE};
 use core::{cmp::Ordering, marker::PhantomData, ptr::NonNull};
@@ -252,20 +255,25 @@ fn first_diff_byte(a: u64, b: u64) -> usize {
     }
 }
 
-/// A page mapped with `kmap_local_page()` for as long as this guard lives.
+/// A page mapped for reading with `kmap_local_page()`, for as long as this guard lives.
 ///
 /// Local mappings nest: guards must be dropped in the reverse order of their creation, which
 /// Rust's scoping does for guards held in local variables.
 ///
+/// The mapping gives no way to write the page: any page may be mapped so, including the zero
+/// page, which every process reads for its untouched anonymous memory, and pages that others
+/// share read-only (KSM pages, the page cache). A page that may be written is mapped as a
+/// [`MappedPage`].
+///
 /// # Invariants
 ///
 /// `addr` is the local mapping of a page that the guard's borrow keeps allocated.
-pub struct MappedPage<'a> {
+pub struct ReadOnlyMappedPage<'a> {
     addr: NonNull<u8>,
     _p: PhantomData<&'a Page>,
 }
 
-impl<'a> MappedPage<'a> {
+impl<'a> ReadOnlyMappedPage<'a> {
     /// Maps `page` for reading.
     #[inline]
     pub fn new(page: &'a Page) -> Self {
@@ -273,7 +281,7 @@ impl<'a> MappedPage<'a> {
         unsafe { Self::from_raw(page.as_ptr()) }
     }
 
-    /// Maps the page at `page`.
+    /// Maps the page at `page` for reading.
     ///
     /// # Safety
     ///
@@ -295,39 +303,88 @@ impl<'a> MappedPage<'a> {
         // SAFETY: By the type invariant the page is mapped and allocated while `self` lives.
         unsafe { PageBytes::from_raw(self.addr) }
     }
+}
 
-    /// Writes `src` at byte `offset` of the page (an owned page, such as a test page).
+impl Drop for ReadOnlyMappedPage<'_> {
+    #[inline]
+    fn drop(&mut self) {
+        // SAFETY: `addr` is a live local mapping made by `kmap_local_page` in `from_raw`.
+        unsafe { bindings::kunmap_local(self.addr.as_ptr().cast()) };
+    }
+}
+
+/// A page mapped for reading and writing with `kmap_local_page()`, for as long as this guard
+/// lives (and nesting as [`ReadOnlyMappedPage`] does).
+///
+/// Only a page that its mapper may write is mapped so: a [`Page`] it allocated, which is nobody
+/// else's (and so never the zero page, a KSM page or any page of a process), or, through the
+/// unsafe [`MappedPage::from_raw`], a page the caller vouches for. A page of a folio
+/// ([`super::folio::FolioPage`]) is mapped only for reading.
+///
+/// # Invariants
+///
+/// `map` maps a page that the mapper may write: not the zero page, nor any other page whose
+/// contents others rely on (see [`MappedPage::from_raw`]).
+pub struct MappedPage<'a> {
+    map: ReadOnlyMappedPage<'a>,
+}
+
+impl<'a> MappedPage<'a> {
+    /// Maps `page`, which the caller allocated, for reading and writing.
+    #[inline]
+    pub fn new(page: &'a Page) -> Self {
+        // SAFETY: `page.as_ptr()` is a valid page for as long as `page` is borrowed. A `Page`
+        // owns its allocation (from `alloc_page()`): it is not the zero page, nor a page that
+        // anyone but the `Page`'s owner, and those it lends it to, reads.
+        unsafe { Self::from_raw(page.as_ptr()) }
+    }
+
+    /// Maps the page at `page` for reading and writing.
+    ///
+    /// # Safety
+    ///
+    /// `page` is a valid page that stays allocated for `'a`, and the caller may change its
+    /// contents: it is not the zero page (C's `ZERO_PAGE()`, `is_zero_pfn()`), which every
+    /// process reads for its untouched anonymous memory, nor any other page that others read and
+    /// rely on not to change behind their back (a KSM page, a page-cache page, a page of a
+    /// process that the caller has not been given to write).
+    #[inline]
+    pub unsafe fn from_raw(page: *mut bindings::page) -> Self {
+        // INVARIANT: The page may be written, by the safety requirements.
+        Self {
+            // SAFETY: By the safety requirements, `page` is valid and stays allocated for `'a`.
+            map: unsafe { ReadOnlyMappedPage::from_raw(page) },
+        }
+    }
+
+    /// The page's bytes.
+    #[inline]
+    pub fn bytes(&self) -> PageBytes<'_> {
+        self.map.bytes()
+    }
+
+    /// Writes `src` at byte `offset` of the page.
     ///
     /// The page is borrowed shared: writers and readers of pages that others may map race like C
     /// code on the same page would, which volatile accesses keep defined.
     #[inline]
     pub fn write(&self, offset: usize, src: &[u8]) {
         assert!(offset <= PAGE_SIZE && src.len() <= PAGE_SIZE - offset);
+        let p = self.map.addr.as_ptr();
         for (k, b) in src.iter().enumerate() {
-            // SAFETY: `offset + k < PAGE_SIZE`, inside the mapped page (type invariant).
-            unsafe { self.addr.as_ptr().add(offset + k).write_volatile(*b) };
+            // SAFETY: `offset + k < PAGE_SIZE`, inside the mapped page, which may be written
+            // (type invariants).
+            unsafe { p.add(offset + k).write_volatile(*b) };
         }
     }
 
     /// Fills the whole page with 8-byte words given by `word(i)`, `i` in `0..PAGE_SIZE / 8`.
     pub fn fill_words(&self, mut word: impl FnMut(usize) -> u64) {
+        let p = self.map.addr.as_ptr().cast::<u64>();
         for i in 0..WORDS {
-            // SAFETY: Word `i` lies inside the mapped, page-aligned page (type invariant).
-            unsafe {
-                self.addr
-                    .as_ptr()
-                    .cast::<u64>()
-                    .add(i)
-                    .write_volatile(word(i))
-            };
+            // SAFETY: Word `i` lies inside the mapped, page-aligned page, which may be written
+            // (type invariants).
+            unsafe { p.add(i).write_volatile(word(i)) };
         }
-    }
-}
-
-impl Drop for MappedPage<'_> {
-    #[inline]
-    fn drop(&mut self) {
-        // SAFETY: `addr` is a live local mapping made by `kmap_local_page` in `new`.
-        unsafe { bindings::kunmap_local(self.addr.as_ptr().cast()) };
     }
 }

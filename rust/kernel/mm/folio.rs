@@ -10,15 +10,16 @@
 //! its lock, held; [`HeldPage`] is one page of a folio kept by such a reference. [`Pfn`] is a page
 //! frame number that came from a folio, which is what makes turning it back into a folio safe.
 
-use super::contents::MappedPage;
+use super::contents::ReadOnlyMappedPage;
 use crate::{
     bindings,
     types::{ARef, AlwaysRefCounted, Opaque},
 };
 use core::{
+    cell::Cell,
     marker::PhantomData,
     ptr::NonNull,
-    sync::atomic::{AtomicPtr, AtomicUsize, Ordering},
+    sync::atomic::{AtomicUsize, Ordering},
 };
 
 /// A folio: a C `struct folio`.
@@ -141,21 +142,20 @@ impl Folio {
         unsafe { bindings::folio_mapping_raw(self.as_raw()) as usize }
     }
 
-    /// The `n`-th page of the folio.
+    /// The folio's first page (C's `folio_page(folio, 0)`, that is `&folio->page`).
+    ///
+    /// Every folio has a first page, so this needs no bound. Other pages are not offered: a page
+    /// past the end of a folio is not one of its pages (its `struct page` may not even exist),
+    /// and the bound, C's `folio_nr_pages()`, is an inline function without a binding here.
     #[inline]
-    pub fn page(&self, n: usize) -> &FolioPage {
-        if n == 0 {
-            // The first page is the folio's own `struct page`, at its start (C's
-            // `folio_page(folio, 0)` is `&folio->page`; `kernel::mm::layout` checks the offset).
-            let page = self.as_raw().cast::<u8>();
-            const _: () =
-                assert!(core::mem::offset_of!(bindings::folio, __bindgen_anon_1.page) == 0);
-            // SAFETY: As below, for the first page.
-            return unsafe { FolioPage::from_raw(page.cast()) };
-        }
-        // SAFETY: The folio is valid; its pages live as long as it does. (`n` is the caller's;
-        // KSM only asks for page 0 of small folios.)
-        unsafe { FolioPage::from_raw(bindings::folio_page(self.as_raw(), n as _)) }
+    pub fn first_page(&self) -> &FolioPage {
+        // The first page is the folio's own `struct page`, at its start (`kernel::mm::layout`
+        // checks the offset against C's).
+        const _: () = assert!(core::mem::offset_of!(bindings::folio, __bindgen_anon_1.page) == 0);
+        let page = self.as_raw().cast::<bindings::page>();
+        // SAFETY: `page` is the folio's first page, which is valid as long as the folio is
+        // (type invariant), that is, for the borrow of `self`.
+        unsafe { FolioPage::from_raw(page) }
     }
 
     /// Takes a new reference.
@@ -404,11 +404,16 @@ impl FolioPage {
         }
     }
 
-    /// Maps the page's contents for reading (and writing, by its owner).
+    /// Maps the page's contents for reading.
+    ///
+    /// The mapping is read-only: a `FolioPage` may be the zero page ([`FolioPage::zero`]), a KSM
+    /// page or a page of the page cache, which others map and expect unchanged, and borrowing it
+    /// shows no ownership of its contents. A page to write is mapped as a
+    /// [`super::contents::MappedPage`].
     #[inline]
-    pub fn map(&self) -> MappedPage<'_> {
+    pub fn map(&self) -> ReadOnlyMappedPage<'_> {
         // SAFETY: The page is valid for the lifetime of `&self`.
-        unsafe { MappedPage::from_raw(self.as_raw()) }
+        unsafe { ReadOnlyMappedPage::from_raw(self.as_raw()) }
     }
 
     /// The page that the zero page of `addr` is (`ZERO_PAGE(addr)`).
@@ -424,6 +429,12 @@ impl FolioPage {
 /// The reference follows the page: if its large folio is split ([`PageLockGuard::split_if_large`]),
 /// the reference is the page's new folio's, which is the one released on drop.
 ///
+/// A `HeldPage` may be sent to another thread, or kept in a lock that threads share (which needs
+/// only `Send`), but not shared between threads (it is not `Sync`): a split through one thread's
+/// [`PageLockGuard`] changes which folio it holds, under another thread's [`HeldPage::another`],
+/// [`HeldPage::folio`] or [`HeldPage::lock`], which would then take or lock a folio that is no
+/// longer the page's, or use one it no longer holds.
+///
 /// # Invariants
 ///
 /// `page` is a valid page and we own one reference on its folio, `folio`. A folio is split only
@@ -432,13 +443,15 @@ impl FolioPage {
 /// counted so only by [`PageLockGuard::split_if_large`], which updates `folio`.
 pub struct HeldPage {
     page: NonNull<bindings::page>,
-    folio: AtomicPtr<bindings::folio>,
+    /// A `Cell`, written by a split through a shared borrow ([`PageLockGuard`] has one); it keeps
+    /// `HeldPage` from being `Sync` too.
+    folio: Cell<*mut bindings::folio>,
 }
 
-// SAFETY: The reference may be dropped from any thread.
+// SAFETY: The reference may be dropped, and the page used, from any thread. `HeldPage` is not
+// `Sync` (its `folio` is a `Cell`): a split changes `folio` through a shared borrow, so only one
+// thread at a time may have one.
 unsafe impl Send for HeldPage {}
-// SAFETY: Shared access only reads.
-unsafe impl Sync for HeldPage {}
 
 impl HeldPage {
     /// Takes over the reference `folio` holds, for `page` of it.
@@ -452,7 +465,7 @@ impl HeldPage {
         // INVARIANT: The reference of `folio` is now this one; `page` is its page.
         Self {
             page: NonNull::new(page).expect("HeldPage of a null page"),
-            folio: AtomicPtr::new(folio),
+            folio: Cell::new(folio),
         }
     }
 
@@ -467,7 +480,7 @@ impl HeldPage {
         // INVARIANT: By the safety requirements.
         Self {
             page,
-            folio: AtomicPtr::new(folio.as_ptr()),
+            folio: Cell::new(folio.as_ptr()),
         }
     }
 
@@ -522,16 +535,19 @@ impl HeldPage {
     /// Holds the first page of `folio`.
     #[inline]
     pub fn first_of(folio: ARef<Folio>) -> Self {
-        let page = folio.page(0).as_raw();
-        // SAFETY: Page 0 of the folio.
+        let page = folio.first_page().as_raw();
+        // SAFETY: `page` is the folio's first page.
         unsafe { Self::new(folio, page) }
     }
 
     /// The page's folio.
+    ///
+    /// The borrow must not be used once the folio is split ([`PageLockGuard::split_if_large`],
+    /// whose safety requirements say so): the page's folio is another one then.
     #[inline]
     pub fn folio(&self) -> &Folio {
         // SAFETY: `folio` is the page's folio, on which we hold a reference (type invariant).
-        unsafe { Folio::from_raw(self.folio.load(Ordering::Relaxed)) }
+        unsafe { Folio::from_raw(self.folio.get()) }
     }
 
     /// The page.
@@ -589,20 +605,43 @@ pub struct PageLockGuard<'a> {
 impl PageLockGuard<'_> {
     /// Splits the folio if it is a large one (C's `split_huge_page()` of the page), after which
     /// the page is a folio of its own, locked and held as before; `EBUSY` if it cannot be split
-    /// (someone else holds a reference to it, say).
-    pub fn split_if_large(&self) -> Result<(), crate::error::Error> {
+    /// (someone else holds a reference to it, say). Only a transparent huge page is split: a large
+    /// folio that is not on an LRU list (hugetlb, a kernel allocation, or a huge page isolated by
+    /// someone, who then holds a reference that would make the split fail anyway) gives `EBUSY`.
+    ///
+    /// The split changes which folio the page and the guard are of, and may free the old one.
+    /// Other threads cannot see the change ([`HeldPage`] is not `Sync`), and `&mut self` keeps the
+    /// guard's own [`LockedFolio::locked_folio`] from being used across it; borrows made through
+    /// the held page are the caller's to end, as below.
+    ///
+    /// # Safety
+    ///
+    /// No reference to the page's folio that was obtained before the call (from
+    /// [`HeldPage::folio`], from [`FolioPage::folio`] of [`HeldPage::page`], or otherwise without
+    /// a reference count of its own) is used after it: if the page was not the folio's first, the
+    /// old folio is not held by anyone here any more, and the split may free it.
+    pub unsafe fn split_if_large(&mut self) -> Result<(), crate::error::Error> {
         let page = self.held.page.as_ptr();
-        // SAFETY: The page is valid and its folio locked, as splitting requires.
+        // SAFETY: The page is valid (we hold a reference on its folio).
         if unsafe { bindings::page_trans_compound(page) } {
-            // SAFETY: As above; the caller's reference the split counts is ours.
+            // `split_huge_page()` is for folios on the LRU lists, which hugetlb and kernel folios
+            // never are.
+            if !self.held.folio().is_lru() {
+                return Err(crate::error::code::EBUSY);
+            }
+            // SAFETY: The page is valid and its folio locked (type invariant), a large folio
+            // of a process or the page cache (it is on an LRU list). The split counts one
+            // reference as its caller's, and that is ours; any other makes it fail.
             if unsafe { bindings::split_huge_page(page) } != 0 {
                 return Err(crate::error::code::EBUSY);
             }
             // The page's reference and lock are its new folio's now.
             // SAFETY: The page is valid (we hold a reference on its folio).
             let folio = unsafe { bindings::page_folio(page) };
-            // INVARIANT: `folio` is the page's folio after the split, locked and referenced.
-            self.held.folio.store(folio, Ordering::Relaxed);
+            // INVARIANT: `folio` is the page's folio after the split, locked by this thread and
+            // referenced by `held`; no other thread has `held` (it is not `Sync`), and no borrow
+            // of the old folio through it is used any more (by the safety requirements).
+            self.held.folio.set(folio);
         }
         Ok(())
     }

@@ -573,7 +573,7 @@ impl Drop for LockedPte<'_> {
 /// gets the entry's dirty bit; the entry to put back, clean and read-only, is returned with
 /// `true` (the slot is empty). Otherwise the entry is returned as it is, with `false`.
 fn protect(pte: &mut LockedPte<'_>, f: &Folio) -> Result<(Pte, bool)> {
-    let page = f.page(0);
+    let page = f.first_page();
     let anon_exclusive = page.is_anon_exclusive();
     let entry = pte.get();
     if !(entry.is_write() || entry.is_dirty() || anon_exclusive || pte.vma.mm().tlb_flush_pending())
@@ -681,7 +681,7 @@ pub fn replace_if_same(
 ) -> Result {
     let f = folio.locked_folio();
     small_folio_at(f, vma, addr)?;
-    let page = f.page(0);
+    let page = f.first_page();
     let mm = vma.mm();
     let _inv = Invalidation::start(mm, addr);
     let mut pte = LockedPte::find(vma, f, addr).ok_or(EFAULT)?;
@@ -977,8 +977,8 @@ impl<'a> SwapIn<'a> {
         // SAFETY: Both pages are valid; the copy handles machine checks.
         if unsafe {
             bindings::copy_mc_user_highpage(
-                new.page(0).as_raw(),
-                folio.page(0).as_raw(),
+                new.first_page().as_raw(),
+                folio.first_page().as_raw(),
                 addr as _,
                 vma.as_raw(),
             )

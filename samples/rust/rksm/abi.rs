@@ -14,7 +14,7 @@
 //!   no folio pointing at it) or after clearing the folio's pointer with the folio locked
 //!   (`Backend::release`); nodes live in pinned boxes and never move;
 //! - a node's list of rmap_items, and an item's anon_vma while it is listed, change only with
-//!   the node's KSM page locked: `Trees::cmp_and_merge` appends under `Backend::lock`,
+//!   the node's KSM page locked: `Step::cmp_and_merge` appends under `Backend::lock`,
 //!   `Trees::remove_item` unlinks under `Backend::lock_ksm_page`, and the lists of stale nodes
 //!   (page gone: nobody can lock it) are cleared without it. An item's anon_vma is set before it
 //!   is listed and dropped after it left the list.

@@ -129,8 +129,10 @@ fn merge_one(
         return Err(EFAULT);
     }
     // Wait for nothing: come back to a locked page later.
-    let locked = page.try_lock().ok_or(EFAULT)?;
-    if locked.split_if_large().is_err() {
+    let mut locked = page.try_lock().ok_or(EFAULT)?;
+    // SAFETY: The folios got from `page` above were used only within their statements; after
+    // the split, its folio is reached again through `page` or `locked`.
+    if unsafe { locked.split_if_large() }.is_err() {
         drop(locked);
         backend.defer_split(page);
         return Err(EFAULT);
@@ -193,8 +195,10 @@ impl KsmBackend {
             let Some(page) = self.splits.lock().pop() else {
                 break;
             };
-            if let Some(locked) = page.try_lock() {
-                let _ = locked.split_if_large();
+            if let Some(mut locked) = page.try_lock() {
+                // SAFETY: No folio got from `page` is used after the split: `page` is dropped
+                // right after it.
+                let _ = unsafe { locked.split_if_large() };
             };
         }
     }
