@@ -12,4 +12,5 @@ mod merge_tests;
 mod pages;
 mod smoke;
 mod stable_tests;
+mod step_tests;
 mod unstable_tests;

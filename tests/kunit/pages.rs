@@ -11,13 +11,38 @@ use crate::backend::{Backend, Contents};
 use crate::compare::Order;
 use crate::item::RmapItem;
 use crate::stable::StableNode;
+use crate::step::Shards;
+use crate::trees::Trees;
 use core::cmp::Ordering;
 use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
 use kernel::mm::contents::{MappedPage, PageBytes};
 use kernel::page::{Page, PAGE_SIZE};
 use kernel::prelude::*;
 
-kernel::define_token!(pub(crate) TestToken);
+kernel::define_token!(pub(crate) TestToken, 4);
+
+/// One set of trees as the only shard, with no lock: what a suite that runs the per-page step
+/// on one thread hands it ([`crate::step::Step`]).
+pub(crate) struct Unlocked<'t> {
+    /// The trees.
+    pub(crate) trees: &'t mut Trees<TestPages>,
+    /// Their token.
+    pub(crate) token: &'t mut TestToken,
+}
+
+impl Shards<TestPages> for Unlocked<'_> {
+    fn count(&self) -> usize {
+        1
+    }
+
+    fn with<R>(
+        &mut self,
+        _i: usize,
+        f: impl FnOnce(&mut Trees<TestPages>, &mut TestToken) -> R,
+    ) -> R {
+        f(self.trees, self.token)
+    }
+}
 
 const WORDS: usize = PAGE_SIZE / 8;
 

@@ -218,7 +218,7 @@ impl KsmOps for Rksm {
         } else if !swapin.has_anon_vma() || swapin.in_own_anon_vma() {
             return Ok(None);
         }
-        if f.page(0).is_hwpoison() {
+        if f.first_page().is_hwpoison() {
             return Err(Error::from_errno(-(bindings::EHWPOISON as i32)));
         }
         if !f.is_uptodate() {

@@ -20,7 +20,9 @@ mod item;
 mod knobs;
 mod real;
 mod scan;
+mod shards;
 mod stable;
+mod step;
 mod trees;
 mod unstable;
 

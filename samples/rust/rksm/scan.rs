@@ -6,14 +6,8 @@
 //!
 //! # Shards
 //!
-//! The trees are split into [`NR_SHARDS`] shards by page checksum: each shard has its own stable
-//! and unstable trees (per NUMA node, see [`Trees`]), its own lock, and its own [`KsmToken`] (of
-//! the shard's id) for the lists of its stable nodes. Equal pages have equal checksums, so every
-//! merge the algorithm can make happens inside one shard, and one thread or several find the same
-//! ones. A page goes through a shard in two steps (see [`Ksm::merge_page`]): its item leaves the
-//! trees of the shard it was last put in, under that shard's lock; then, its checksum known, the
-//! page is looked up and merged or inserted in the trees of its checksum's shard, under that
-//! lock. No thread ever holds two shard locks.
+//! The trees are split into [`NR_SHARDS`] shards by page checksum ([`ShardSet`]), and every
+//! scanner thread runs the per-page [`Step`] over them: see [`crate::step`].
 //!
 //! `ksmd` gathers a batch of pages of one address space under one mmap lock hold (taking their
 //! items off its list, so that it owns them meanwhile), then merges them: in order by itself
@@ -36,13 +30,15 @@
 //!   worked on with no mmap lock held (a page reference keeps the page).
 //! - [`SlotsToken`], in [`ScanState`], governs each address space's list of rmap_items.
 
-use crate::backend::{Backend, Contents};
+use crate::backend::Backend;
 use crate::item::{RmapItem, MAX_NIDS, MAX_SHARDS};
 use crate::knobs::{self, STATS};
 use crate::real::{KsmBackend, KsmToken, Mapping, Page};
-use crate::trees::{self, Joined, Left, Looked, Outcome, Trees};
+use crate::shards::{Shard, ShardSet};
+use crate::step::Step;
+use crate::trees::Trees;
 use core::sync::atomic::{
-    AtomicBool, AtomicU64, AtomicUsize,
+    AtomicBool, AtomicUsize,
     Ordering::{Acquire, Relaxed, Release},
 };
 use kernel::alloc::KVVec;
@@ -175,39 +171,16 @@ impl SlotList {
     }
 }
 
-/// One shard of the trees (see the module documentation).
-pub(crate) struct Shard {
-    token: KsmToken,
-    trees: Trees<KsmBackend>,
-}
-
-impl Shard {
-    /// Runs `f` on the shard's trees.
-    #[inline]
-    fn work<R>(&mut self, f: impl FnOnce(&mut Trees<KsmBackend>, &mut KsmToken) -> R) -> R {
-        let Shard { trees, token } = self;
-        f(trees, token)
-    }
-
-    /// Publishes the shard's counters for sysfs ([`knobs::TREE_STATS`]).
-    fn publish(&self) {
-        let c = &self.trees.counters;
-        let out = &knobs::TREE_STATS[self.token.id()];
-        out.pages_shared.store(c.pages_shared as i64, Relaxed);
-        out.pages_sharing.store(c.pages_sharing as i64, Relaxed);
-        out.pages_unshared
-            .store(self.trees.unshared() as i64, Relaxed);
-        out.chains.store(c.chains as i64, Relaxed);
-        out.dups.store(c.dups as i64, Relaxed);
-    }
-}
-
-/// What the first step of [`Ksm::merge_page`], in the item's shard, did.
-enum First<'b> {
-    /// It left the trees, and what is left to do.
-    Left(Left),
-    /// It ran [`Trees::join`] too (the page's shard is the item's).
-    Joined(Joined<'b, KsmBackend>),
+/// Publishes the counters of `shard` for sysfs ([`knobs::TREE_STATS`]).
+fn publish_shard(shard: &Shard<KsmBackend>) {
+    let c = &shard.trees.counters;
+    let out = &knobs::TREE_STATS[shard.token.id()];
+    out.pages_shared.store(c.pages_shared as i64, Relaxed);
+    out.pages_sharing.store(c.pages_sharing as i64, Relaxed);
+    out.pages_unshared
+        .store(shard.trees.unshared() as i64, Relaxed);
+    out.chains.store(c.chains as i64, Relaxed);
+    out.dups.store(c.dups as i64, Relaxed);
 }
 
 /// A page of a batch, with its rmap_item, taken off its address space's list meanwhile.
@@ -269,7 +242,7 @@ pub(crate) struct Ksm {
     /// Signalled when memory that was going offline is done ([`ScanState::offlining`]).
     #[pin]
     offline_done: CondVar,
-    shards: KVec<Pin<KBox<Mutex<Shard>>>>,
+    shards: ShardSet<KsmBackend>,
     #[pin]
     backend: KsmBackend,
     /// The helpers of `ksmd` (`scan_threads - 1` of them join a batch).
@@ -277,9 +250,6 @@ pub(crate) struct Ksm {
     crew: Crew,
     /// How many helper threads were started (they are never stopped).
     helpers: AtomicUsize,
-    /// The shards whose counters a batch changed and that are not published yet (bit `i` for
-    /// shard `i`).
-    unpublished: AtomicU64,
     /// `ksmd` and its helpers, in order (the lock orders their starts).
     #[pin]
     threads: Mutex<KVec<KThread>>,
@@ -315,17 +285,9 @@ pub(crate) fn init() -> Result {
     if mm::nr_node_ids() > MAX_NIDS {
         return Err(EINVAL);
     }
-    let mut shards = KVec::with_capacity(NR_SHARDS, GFP_KERNEL)?;
-    for i in 0..NR_SHARDS {
-        let shard = Shard {
-            token: KsmToken::acquire_nth(i).ok_or(EBUSY)?,
-            trees: Trees::new(mm::nr_node_ids())?,
-        };
-        shards.push(
-            KBox::pin_init(new_mutex!(shard, "ksm_shard"), GFP_KERNEL)?,
-            GFP_KERNEL,
-        )?;
-    }
+    let shards = ShardSet::new(NR_SHARDS, mm::nr_node_ids(), |i| {
+        KsmToken::acquire_nth(i).ok_or(EBUSY)
+    })?;
     let state = ScanState {
         slots_token: SlotsToken::acquire().ok_or(EBUSY)?,
         batch: KVVec::with_capacity(BATCH, GFP_KERNEL)?,
@@ -360,7 +322,6 @@ pub(crate) fn init() -> Result {
             crew <- Crew::new(),
             helpers: AtomicUsize::new(0),
             threads <- new_mutex!(KVec::new(), "ksm_threads"),
-            unpublished: AtomicU64::new(0),
         }),
         GFP_KERNEL,
     )?;
@@ -536,34 +497,32 @@ fn change_trees<P>(
     if unchanged() {
         return Ok(());
     }
-    let shared: u64 = k
-        .shards
-        .iter()
-        .map(|s| s.lock().trees.counters.pages_shared)
+    let shared: u64 = (0..k.shards.len())
+        .map(|i| k.shards.lock(i).trees.counters.pages_shared)
         .sum();
     if shared != 0 {
         return Err(EBUSY);
     }
     let mut busy = false;
-    for s in k.shards.iter() {
-        let mut sh = s.lock();
-        let Shard { trees, token, .. } = &mut *sh;
+    for i in 0..k.shards.len() {
+        let mut sh = k.shards.lock(i);
+        let Shard { trees, token } = &mut *sh;
         busy |= trees.drain_for_knob(&k.backend, token).is_err();
-        sh.publish();
+        publish_shard(&sh);
     }
     if busy {
         return Err(EBUSY);
     }
     let mut ready = KVec::with_capacity(NR_SHARDS, GFP_KERNEL)?;
-    for s in k.shards.iter() {
-        ready.push(prepare(&s.lock().trees)?, GFP_KERNEL)?;
+    for i in 0..k.shards.len() {
+        ready.push(prepare(&k.shards.lock(i).trees)?, GFP_KERNEL)?;
     }
     // Applied from the last shard to the first, as `pop` hands them back.
-    for s in k.shards.iter().rev() {
+    for i in (0..k.shards.len()).rev() {
         if let Some(p) = ready.pop() {
-            let mut sh = s.lock();
+            let mut sh = k.shards.lock(i);
             commit(&mut sh.trees, p);
-            sh.publish();
+            publish_shard(&sh);
         }
     }
     publish();
@@ -576,16 +535,13 @@ fn change_trees<P>(
 pub(crate) fn tree_knobs() -> Option<(bool, usize)> {
     let k = ksm();
     let _st = k.lock_scan();
-    let mut shards = k.shards.iter();
-    let first = shards.next().map(|s| {
-        let t = &s.lock().trees;
+    let knobs = |i: usize| {
+        let t = &k.shards.lock(i).trees;
         (t.merge_across_nodes(), t.max_page_sharing)
-    })?;
-    shards
-        .all(|s| {
-            let t = &s.lock().trees;
-            (t.merge_across_nodes(), t.max_page_sharing) == first
-        })
+    };
+    let first = knobs(0);
+    (1..k.shards.len())
+        .all(|i| knobs(i) == first)
         .then_some(first)
 }
 
@@ -633,11 +589,6 @@ fn skip_age(age: u8) -> u8 {
     }
 }
 
-/// The shard of a page whose checksum is `checksum`.
-fn shard_of(checksum: u32) -> usize {
-    checksum as usize % NR_SHARDS
-}
-
 impl Ksm {
     /// Runs `f` on shard `i` under its lock, then publishes its counters.
     fn in_shard<R>(
@@ -645,24 +596,11 @@ impl Ksm {
         i: usize,
         f: impl FnOnce(&mut Trees<KsmBackend>, &mut KsmToken) -> R,
     ) -> R {
-        let mut sh = self.shards[i].lock();
-        let r = sh.work(f);
-        sh.publish();
+        let mut sh = self.shards.lock(i);
+        let Shard { trees, token } = &mut *sh;
+        let r = f(trees, token);
+        publish_shard(&sh);
         r
-    }
-
-    /// Runs `f` on shard `i` under its lock, leaving its counters to be published by the end of
-    /// the batch ([`Ksm::publish_shards`]).
-    fn in_shard_for_batch<R>(
-        &self,
-        i: usize,
-        f: impl FnOnce(&mut Trees<KsmBackend>, &mut KsmToken) -> R,
-    ) -> R {
-        let bit = 1u64 << i;
-        if self.unpublished.load(Relaxed) & bit == 0 {
-            self.unpublished.fetch_or(bit, Relaxed);
-        }
-        self.shards[i].lock().work(f)
     }
 
     /// Publishes the counters of the shards the batch worked in (it is done). Only those: a pass
@@ -670,11 +608,11 @@ impl Ksm {
     /// expects the pass that ends next to have seen the changes, as in C, where it ends on the
     /// last page.
     fn publish_shards(&self) {
-        let mut dirty = self.unpublished.swap(0, Relaxed);
+        let mut dirty = self.shards.take_changed();
         while dirty != 0 {
             let i = dirty.trailing_zeros() as usize;
             dirty &= dirty - 1;
-            self.shards[i].lock().publish();
+            publish_shard(&self.shards.lock(i));
         }
     }
 
@@ -685,112 +623,13 @@ impl Ksm {
         });
     }
 
-    /// Runs the tree algorithm for `page`, the page of `item` (C's `cmp_and_merge_page()`, see
-    /// [`Trees::cmp_and_merge`]), in the shards: the item leaves the shard it was in, then the
-    /// page goes to the shard of its checksum. A merge into a KSM page of the stable tree runs
-    /// without the shard's lock (see [`trees::join_merging`]), so that threads merge pages into
-    /// one KSM page at once; the rest of the step runs under it. Any scanner thread may call it,
-    /// for an item no other thread works on.
-    fn merge_page(&self, item: Pin<&Item>, page: &Page) -> Outcome {
-        let b = &self.backend;
-        let prune_ms = knobs::CHAINS_PRUNE_MS.load(Relaxed);
-        let from = item.shard();
-        // A page that is not a KSM page is first looked up in the stable tree by the checksum its
-        // item recorded, if that is the shard the item is in (most often: it went there by that
-        // checksum) and the trees allow it (`Trees::stable_first`); it takes its checksum only if
-        // that finds nothing. A page that does not go stable first takes its checksum here,
-        // before the shard lock, so that other threads need not wait for it. A KSM page most
-        // often is merged already and needs none (C takes none then).
-        let ksm = b.is_ksm(page);
-        let first_try = !ksm && shard_of(item.checksum()) == from;
-        let sum = (!ksm && !first_try).then(|| page.bytes().checksum());
-        // Whether the stable lookup went first (then a retry passes the volatility gate first).
-        let mut went_first = false;
-        // Most pages stay in their shard: then one hold of its lock does both steps.
-        let first = self.in_shard_for_batch(from, |t, token| {
-            t.chain_prune_ms = prune_ms;
-            match t.leave(b, token, item, page) {
-                Left::Loose if first_try && t.stable_first(b, &item) => {
-                    went_first = true;
-                    match t.look_stable(b, token, item, page, true) {
-                        // Nothing to merge into (its KSM page was locked, say): the gate still
-                        // records a changed checksum, as C's would have first.
-                        Looked::Joined(Joined::Done(outcome)) => First::Left(Left::Done(
-                            trees::admit(b, &item, page, page.bytes().checksum())
-                                .unwrap_or(outcome),
-                        )),
-                        Looked::Joined(joined) => First::Joined(joined),
-                        // The unstable lookup too by the recorded checksum; it runs the gate
-                        // (a `Volatile` outcome is seen to below).
-                        Looked::Missed(missed) => First::Left(Left::Done(
-                            t.join_unstable(b, token, item, page, missed, false),
-                        )),
-                    }
-                }
-                Left::Loose => match trees::admit(
-                    b,
-                    &item,
-                    page,
-                    sum.unwrap_or_else(|| page.bytes().checksum()),
-                ) {
-                    Some(outcome) => First::Left(Left::Done(outcome)),
-                    None if shard_of(item.checksum()) == from => {
-                        First::Joined(t.join(b, token, item, page, true))
-                    }
-                    None => First::Left(Left::Loose),
-                },
-                other => First::Left(other),
-            }
-        });
-        let joined = match first {
-            First::Joined(joined) => Some(joined),
-            First::Left(Left::Loose) => None,
-            First::Left(Left::Done(outcome)) => {
-                if outcome == Outcome::Volatile {
-                    // The item is loose, and next pass it is most likely in the shard of the
-                    // checksum just recorded: look for it there.
-                    item.set_shard(shard_of(item.checksum()));
-                }
-                return outcome;
-            }
-            First::Left(Left::Fork) => {
-                // The shard of the KSM page's node (a node that went meanwhile is seen to).
-                let shard = {
-                    let locked = b.lock(page);
-                    b.node_of(&locked).map_or(0, |n| n.shard())
-                };
-                return self
-                    .in_shard_for_batch(shard, |t, token| t.list_fork(b, token, item, page));
-            }
-        };
-        trees::join_merging(
-            b,
-            item,
-            page,
-            (),
-            joined,
-            |(), trust| {
-                // After a KSM page found by the recorded checksum differed from the page (a
-                // collision, or the page changed), the page passes the volatility gate first.
-                if !trust && went_first {
-                    if let Some(outcome) = trees::admit(b, &item, page, page.bytes().checksum()) {
-                        if outcome == Outcome::Volatile {
-                            item.set_shard(shard_of(item.checksum()));
-                        }
-                        return Joined::Done(outcome);
-                    }
-                }
-                self.in_shard_for_batch(shard_of(item.checksum()), |t, token| {
-                    t.chain_prune_ms = prune_ms;
-                    t.join(b, token, item, page, trust)
-                })
-            },
-            // The shard the lookup that found the KSM page ran in.
-            |(), kpage| {
-                self.in_shard_for_batch(item.shard(), |t, token| {
-                    t.append_merged(b, token, item, kpage)
-                })
-            },
+    /// The per-page step over the shards, for one of the scanner threads: its shards' counters
+    /// are published at the end of the batch ([`Ksm::publish_shards`]).
+    fn step(&self) -> Step<'_, KsmBackend, &ShardSet<KsmBackend>> {
+        Step::new(
+            &self.backend,
+            &self.shards,
+            knobs::CHAINS_PRUNE_MS.load(Relaxed),
         )
     }
 
@@ -816,13 +655,12 @@ impl Ksm {
                     work.take_some_back(RESCHED_EVERY)
                 }
             };
-            let one = |e: &mut Entry| match e.page.take() {
+            let mut step = self.step();
+            let mut one = |e: &mut Entry| match e.page.take() {
                 Some(page) => {
-                    self.merge_page(e.item.as_ref(), &page);
+                    step.cmp_and_merge(e.item.as_ref(), &page);
                 }
-                None => self.in_shard_for_batch(e.item.shard(), |t, token| {
-                    t.remove_item(&self.backend, token, &e.item)
-                }),
+                None => step.remove_item(&e.item),
             };
             // A chance to reschedule every few pages, not after the last one: the pass may end
             // right after it, and should do so as soon after looking at its pages as C's does.
@@ -838,9 +676,9 @@ impl Ksm {
                 }
                 first = false;
                 if i % 2 == 0 {
-                    some.iter_mut().for_each(one);
+                    some.iter_mut().for_each(&mut one);
                 } else {
-                    some.iter_mut().rev().for_each(one);
+                    some.iter_mut().rev().for_each(&mut one);
                 }
             }
         };

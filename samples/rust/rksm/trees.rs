@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! The trees of every NUMA node, and the step of the algorithm that runs them for one page.
+//! The trees of every NUMA node, and the phases of the per-page step ([`crate::step`]) that
+//! work in them.
 
 use crate::backend::{Backend, Contents};
 use crate::compare::{Key, Order, Stats};
@@ -11,7 +12,7 @@ use core::pin::Pin;
 use kernel::hlist::Token;
 use kernel::prelude::*;
 
-/// What [`Trees::cmp_and_merge`] did with a page.
+/// What the per-page step ([`crate::step::Step::cmp_and_merge`]) did with a page.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Outcome {
     /// The page is already the KSM page of the item's stable node.
@@ -339,76 +340,6 @@ impl<B: Backend> Trees<B> {
         }
     }
 
-    /// Runs the tree algorithm for `page`, the page of `item` (C's `cmp_and_merge_page()`):
-    ///
-    /// 1. a page already merged with its item's node is left alone; a KSM page a fork shares is
-    ///    listed under its node;
-    /// 2. a page whose checksum changed since the last pass is deferred (the volatility gate),
-    ///    and with `use_zero_pages` an all-zero page becomes the zero page;
-    /// 3. an equal KSM page of the stable tree takes the page;
-    /// 4. else an equal page of the unstable tree makes a new KSM page with it, or the page
-    ///    joins the unstable tree.
-    ///
-    /// Where [`Trees::stable_first`] allows, step 3 goes before step 2, with the same result.
-    pub(crate) fn cmp_and_merge(
-        &mut self,
-        backend: &B,
-        token: &mut B::Token,
-        item: Pin<&RmapItem<B>>,
-        page: &B::Page<'_>,
-    ) -> Outcome {
-        match self.leave(backend, token, item, page) {
-            Left::Done(outcome) => outcome,
-            Left::Fork => self.list_fork(backend, token, item, page),
-            Left::Loose if self.stable_first(backend, &item) => {
-                let joined = match self.look_stable(backend, token, item, page, true) {
-                    // Nothing to merge into: the gate still records a changed checksum.
-                    Looked::Joined(Joined::Done(outcome)) => {
-                        return admit(backend, &item, page, page.bytes().checksum())
-                            .unwrap_or(outcome);
-                    }
-                    Looked::Joined(joined) => joined,
-                    // The unstable lookup too by the recorded checksum; it runs the gate.
-                    Looked::Missed(missed) => {
-                        return self.join_unstable(backend, token, item, page, missed, false);
-                    }
-                };
-                join_merging(
-                    backend,
-                    item,
-                    page,
-                    (self, token),
-                    Some(joined),
-                    |(t, token), trust| {
-                        // Looked up again after a KSM page of the recorded checksum differed:
-                        // the page passes the volatility gate first.
-                        if !trust {
-                            if let Some(outcome) =
-                                admit(backend, &item, page, page.bytes().checksum())
-                            {
-                                return Joined::Done(outcome);
-                            }
-                        }
-                        t.join(backend, token, item, page, trust)
-                    },
-                    |(t, token), kpage| t.append_merged(backend, token, item, kpage),
-                )
-            }
-            Left::Loose => match admit(backend, &item, page, page.bytes().checksum()) {
-                Some(outcome) => outcome,
-                None => join_merging(
-                    backend,
-                    item,
-                    page,
-                    (self, token),
-                    None,
-                    |(t, token), trust| t.join(backend, token, item, page, trust),
-                    |(t, token), kpage| t.append_merged(backend, token, item, kpage),
-                ),
-            },
-        }
-    }
-
     /// Whether the loose `item`'s page is looked up in the stable tree before its checksum is
     /// taken ([`Trees::look_stable`] by the checksum the item recorded at its last visit; if that
     /// finds nothing, [`Trees::join_unstable`] looks it up in the unstable tree by that checksum
@@ -429,9 +360,9 @@ impl<B: Backend> Trees<B> {
         self.order == Order::Checksum && sum != 0 && !backend.zero_candidate(sum)
     }
 
-    /// The first step of [`Trees::cmp_and_merge`], in the trees `item` is in (those of its
-    /// shard): leaves a page already merged with its item's node alone, and otherwise takes the
-    /// item out of its tree or node.
+    /// The first phase of the per-page step ([`crate::step::Step::cmp_and_merge`]), in the trees
+    /// `item` is in (those of its shard): leaves a page already merged with its item's node alone,
+    /// and otherwise takes the item out of its tree or node.
     pub(crate) fn leave(
         &mut self,
         backend: &B,
@@ -509,12 +440,12 @@ impl<B: Backend> Trees<B> {
         Outcome::MergedStable
     }
 
-    /// The last step of [`Trees::cmp_and_merge`], for a loose item whose page passed
-    /// [`admit`], in the trees of the page's shard (`token` is that shard's): finds an equal KSM
-    /// page in the stable tree for the caller to merge the page into ([`Joined::Stable`], see
-    /// [`join_merging`]), or else merges the page with an equal page of the unstable tree into a
-    /// new KSM page, or puts it into the unstable tree ([`Trees::look_stable`], then
-    /// [`Trees::join_unstable`]).
+    /// The last phase of the per-page step ([`crate::step::Step::cmp_and_merge`]), for a loose item
+    /// whose page passed [`admit`], in the trees of the page's shard (`token` is that shard's):
+    /// finds an equal KSM page in the stable tree for the caller to merge the page into
+    /// ([`Joined::Stable`], see [`join_merging`]), or else merges the page with an equal page of
+    /// the unstable tree into a new KSM page, or puts it into the unstable tree
+    /// ([`Trees::look_stable`], then [`Trees::join_unstable`]).
     pub(crate) fn join<'b>(
         &mut self,
         backend: &'b B,
@@ -885,11 +816,11 @@ pub(crate) enum Left {
     Loose,
 }
 
-/// The step of [`Trees::cmp_and_merge`] that needs no tree, for a loose item: the volatility
-/// gate (only pages that kept their contents since the last pass go on) and, with
-/// `use_zero_pages`, the merge of an all-zero page with the zero page. `checksum` is the page's
-/// ([`crate::backend::Contents`]), taken just before. `None` if the page goes
-/// on to [`Trees::join`], in the shard of [`RmapItem::checksum`].
+/// The phase of the per-page step ([`crate::step::Step::cmp_and_merge`]) that needs no tree, for a
+/// loose item: the volatility gate (only pages that kept their contents since the last pass go on)
+/// and, with `use_zero_pages`, the merge of an all-zero page with the zero page. `checksum` is the
+/// page's ([`crate::backend::Contents`]), taken just before. `None` if the page goes on to
+/// [`Trees::join`], in the shard of [`RmapItem::checksum`].
 pub(crate) fn admit<B: Backend>(
     backend: &B,
     item: &RmapItem<B>,

@@ -1,0 +1,196 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The step of the algorithm for one page (C's `cmp_and_merge_page()`), the one `ksmd`, its
+//! helpers and the KUnit suites all run.
+//!
+//! The trees are split into shards by page checksum (see [`Shards`]): equal pages have equal
+//! checksums, so every merge the algorithm can make happens inside one shard. A page goes
+//! through the shards in two holds: its item leaves the trees of the shard it was last put in;
+//! then, its checksum known, the page is looked up and merged or inserted in the trees of its
+//! checksum's shard. Most pages stay in their shard, and one hold does both. A merge into a KSM
+//! page of the stable tree runs between two holds (see [`trees::join_merging`]), so that
+//! threads merge pages into one KSM page at once. No thread ever holds two shards.
+//!
+//! With one shard the step is exactly the paper's: leave the trees, pass the volatility gate,
+//! look in the stable tree, then in the unstable tree.
+
+use crate::backend::{Backend, Contents};
+use crate::item::RmapItem;
+use crate::trees::{self, Joined, Left, Looked, Outcome, Trees};
+use core::pin::Pin;
+
+/// How the step reaches the trees of a shard. `ksmd` holds each shard's lock for the time of
+/// one call; a KUnit suite that runs the step on one thread may hand out one set of trees with
+/// no lock at all.
+pub(crate) trait Shards<B: Backend> {
+    /// The number of shards (at least one). A page of checksum `c` belongs to shard
+    /// `c % count()`.
+    fn count(&self) -> usize;
+
+    /// Runs `f` on the trees of shard `i` and that shard's token, with no other thread in them
+    /// meanwhile.
+    fn with<R>(&mut self, i: usize, f: impl FnOnce(&mut Trees<B>, &mut B::Token) -> R) -> R;
+}
+
+/// The shard of a page of checksum `checksum`, of `count` shards.
+#[inline]
+pub(crate) fn shard_of(checksum: u32, count: usize) -> usize {
+    checksum as usize % count
+}
+
+/// What the first hold of [`Step::cmp_and_merge`], in the item's shard, did.
+enum First<'b, B: Backend> {
+    /// The item left the trees, and this is what is left to do.
+    Left(Left),
+    /// The page was looked up too (its shard is the item's).
+    Joined(Joined<'b, B>),
+}
+
+/// The per-page step over a backend and its shards.
+pub(crate) struct Step<'b, B: Backend, S: Shards<B>> {
+    /// The pages and their merges.
+    pub(crate) backend: &'b B,
+    /// The trees.
+    pub(crate) shards: S,
+    /// `stable_node_chains_prune_millisecs`, for the lookups of this step.
+    pub(crate) chain_prune_ms: u32,
+}
+
+impl<'b, B: Backend, S: Shards<B>> Step<'b, B, S> {
+    /// A step over `backend` and `shards`.
+    pub(crate) fn new(backend: &'b B, shards: S, chain_prune_ms: u32) -> Self {
+        Self {
+            backend,
+            shards,
+            chain_prune_ms,
+        }
+    }
+
+    /// The shard of a page of checksum `checksum`.
+    #[inline]
+    pub(crate) fn shard_of(&self, checksum: u32) -> usize {
+        shard_of(checksum, self.shards.count())
+    }
+
+    /// Runs `f` on the trees of shard `i`, set for this step's lookups.
+    fn in_shard<R>(&mut self, i: usize, f: impl FnOnce(&mut Trees<B>, &mut B::Token) -> R) -> R {
+        let prune_ms = self.chain_prune_ms;
+        self.shards.with(i, |t, token| {
+            t.chain_prune_ms = prune_ms;
+            f(t, token)
+        })
+    }
+
+    /// Takes `item` out of the tree or stable node it is in (see [`Trees::remove_item`]).
+    pub(crate) fn remove_item(&mut self, item: &RmapItem<B>) {
+        let b = self.backend;
+        self.in_shard(item.shard(), |t, token| t.remove_item(b, token, item));
+    }
+
+    /// Runs the tree algorithm for `page`, the page of `item` (C's `cmp_and_merge_page()`):
+    ///
+    /// 1. a page already merged with its item's node is left alone; a KSM page a fork shares is
+    ///    listed under its node;
+    /// 2. a page whose checksum changed since the last pass is deferred (the volatility gate),
+    ///    and with `use_zero_pages` an all-zero page becomes the zero page;
+    /// 3. an equal KSM page of the stable tree takes the page;
+    /// 4. else an equal page of the unstable tree makes a new KSM page with it, or the page
+    ///    joins the unstable tree.
+    ///
+    /// Where [`Trees::stable_first`] allows, step 3 goes before step 2, with the same result.
+    /// Any thread may call it, for an item no other thread works on.
+    pub(crate) fn cmp_and_merge(&mut self, item: Pin<&RmapItem<B>>, page: &B::Page<'_>) -> Outcome {
+        let b = self.backend;
+        let from = item.shard();
+        // A page that is not a KSM page is first looked up in the stable tree by the checksum its
+        // item recorded, if that is the shard the item is in (most often: it went there by that
+        // checksum) and the trees allow it (`Trees::stable_first`); it takes its checksum only if
+        // that finds nothing. A page that does not go stable first takes its checksum here,
+        // before the shard is held, so that other threads need not wait for it. A KSM page most
+        // often is merged already and needs none (C takes none then).
+        let ksm = b.is_ksm(page);
+        let first_try = !ksm && self.shard_of(item.checksum()) == from;
+        let sum = (!ksm && !first_try).then(|| page.bytes().checksum());
+        let count = self.shards.count();
+        // Whether the stable lookup went first (then a retry passes the volatility gate first).
+        let mut went_first = false;
+        let first = self.in_shard(from, |t, token| match t.leave(b, token, item, page) {
+            Left::Loose if first_try && t.stable_first(b, &item) => {
+                went_first = true;
+                match t.look_stable(b, token, item, page, true) {
+                    // Nothing to merge into (its KSM page was locked, say): the gate still
+                    // records a changed checksum, as C's would have first.
+                    Looked::Joined(Joined::Done(outcome)) => First::Left(Left::Done(
+                        trees::admit(b, &item, page, page.bytes().checksum()).unwrap_or(outcome),
+                    )),
+                    Looked::Joined(joined) => First::Joined(joined),
+                    // The unstable lookup too by the recorded checksum; it runs the gate (a
+                    // `Volatile` outcome is seen to below).
+                    Looked::Missed(missed) => First::Left(Left::Done(
+                        t.join_unstable(b, token, item, page, missed, false),
+                    )),
+                }
+            }
+            Left::Loose => match trees::admit(
+                b,
+                &item,
+                page,
+                sum.unwrap_or_else(|| page.bytes().checksum()),
+            ) {
+                Some(outcome) => First::Left(Left::Done(outcome)),
+                None if shard_of(item.checksum(), count) == from => {
+                    First::Joined(t.join(b, token, item, page, true))
+                }
+                None => First::Left(Left::Loose),
+            },
+            other => First::Left(other),
+        });
+        let joined = match first {
+            First::Joined(joined) => Some(joined),
+            First::Left(Left::Loose) => None,
+            First::Left(Left::Done(outcome)) => {
+                if outcome == Outcome::Volatile {
+                    // The item is loose, and next pass it is most likely in the shard of the
+                    // checksum just recorded: look for it there.
+                    item.set_shard(self.shard_of(item.checksum()));
+                }
+                return outcome;
+            }
+            First::Left(Left::Fork) => {
+                // The shard of the KSM page's node (a node that went meanwhile is seen to).
+                let shard = {
+                    let locked = b.lock(page);
+                    b.node_of(&locked).map_or(0, |n| n.shard())
+                };
+                return self.in_shard(shard, |t, token| t.list_fork(b, token, item, page));
+            }
+        };
+        trees::join_merging(
+            b,
+            item,
+            page,
+            self,
+            joined,
+            |step, trust| {
+                // After a KSM page found by the recorded checksum differed from the page (a
+                // collision, or the page changed), the page passes the volatility gate first.
+                if !trust && went_first {
+                    if let Some(outcome) = trees::admit(b, &item, page, page.bytes().checksum()) {
+                        if outcome == Outcome::Volatile {
+                            item.set_shard(step.shard_of(item.checksum()));
+                        }
+                        return Joined::Done(outcome);
+                    }
+                }
+                let i = step.shard_of(item.checksum());
+                step.in_shard(i, |t, token| t.join(b, token, item, page, trust))
+            },
+            // The shard the lookup that found the KSM page ran in.
+            |step, kpage| {
+                step.in_shard(item.shard(), |t, token| {
+                    t.append_merged(b, token, item, kpage)
+                })
+            },
+        )
+    }
+}
