@@ -7,7 +7,7 @@ use super::pages::{items, max_rb_height, shuffled, Pattern, TestMapping, TestPag
 use crate::backend::Contents;
 use crate::compare::{Key, Order, Stats};
 use crate::item::RmapItem;
-use crate::stable::{Counters, Search, Settings, StableTree};
+use crate::stable::{Counters, Cx, Search, Settings, StableTree};
 use core::cmp::Ordering;
 use kernel::kunit_suite::{Check, TestResult};
 use kernel::page::PAGE_SIZE;
@@ -53,16 +53,18 @@ fn build(p: &TestPages, n: usize, set: Settings, stats: &mut Stats) -> Result<Fi
         let bytes = held.bytes();
         let key = Key::of(&bytes);
         // As the trees insert: where a lookup of the page missed, without walking again.
-        let at = match f
-            .tree
-            .search(p, &mut f.token, &key, set, stats, &mut f.c, |_| false)
-        {
+        let mut cx = Cx {
+            backend: p,
+            token: &mut f.token,
+            set,
+            stats: &mut *stats,
+            counters: &mut f.c,
+        };
+        let at = match f.tree.search(&mut cx, &key, |_| false) {
             Search::Miss(at) => at,
             _ => None,
         };
-        let node = f
-            .tree
-            .insert(p, &mut f.token, &key, i, 0, set, stats, &mut f.c, at)?;
+        let node = f.tree.insert(&mut cx, &key, i, 0, at)?;
         node.append(&f.token, f.its[i].as_ref(), &mut f.c)?;
     }
     Ok(f)
@@ -78,15 +80,14 @@ fn search(
 ) -> Option<usize> {
     let held = p.held(probe);
     let bytes = held.bytes();
-    match f.tree.search(
-        p,
-        &mut f.token,
-        &Key::of(&bytes),
+    let mut cx = Cx {
+        backend: p,
+        token: &mut f.token,
         set,
         stats,
-        &mut f.c,
-        |_| false,
-    ) {
+        counters: &mut f.c,
+    };
+    match f.tree.search(&mut cx, &Key::of(&bytes), |_| false) {
         Search::Found(found) => Some(found.page.index),
         _ => None,
     }
@@ -279,15 +280,14 @@ fn full_or_empty_nodes_are_not_offered() -> TestResult {
     {
         let held = p.held(0);
         let bytes = held.bytes();
-        let Search::Found(found) = f.tree.search(
-            &p,
-            &mut f.token,
-            &Key::of(&bytes),
+        let mut cx = Cx {
+            backend: &p,
+            token: &mut f.token,
             set,
-            &mut stats,
-            &mut f.c,
-            |_| false,
-        ) else {
+            stats: &mut stats,
+            counters: &mut f.c,
+        };
+        let Search::Found(found) = f.tree.search(&mut cx, &Key::of(&bytes), |_| false) else {
             kunit_ensure!(false, "page 0 not found");
             return Ok(());
         };

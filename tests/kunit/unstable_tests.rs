@@ -7,7 +7,7 @@ use super::pages::{items, max_rb_height, shuffled, Pattern, TestMapping, TestPag
 use crate::backend::Contents;
 use crate::compare::{Order, Stats};
 use crate::item::RmapItem;
-use crate::unstable::{Lookup, UnstableTree};
+use crate::unstable::{Lookup, Probe, UnstableTree};
 use core::cmp::Ordering;
 use kernel::kunit_suite::{Check, TestResult};
 use kernel::page::PAGE_SIZE;
@@ -48,7 +48,13 @@ fn lookup(
     let key = p.held(item.mapping().page());
     // As the volatility gate does before a lookup: the item records its page's checksum.
     item.admit(key.bytes().checksum());
-    match tree.search_insert(p, item, &key, 0, false, order, false, stats, || true) {
+    let how = Probe {
+        tree_nid: 0,
+        same_node_only: false,
+        order,
+        trust: false,
+    };
+    match tree.search_insert(p, item, &key, how, stats, || true) {
         Lookup::Found(hit) => Seen::Found(hit.page.index),
         Lookup::Inserted => Seen::Inserted,
         Lookup::GaveUp | Lookup::Declined => Seen::GaveUp,

@@ -185,6 +185,21 @@ pub(crate) struct Settings {
     pub(crate) trust_checksum: bool,
 }
 
+/// What an operation on a stable tree works with besides the tree: the pages, the token of the
+/// nodes' lists (the shard's), the lookup's settings, and what it counts.
+pub(crate) struct Cx<'b, 'w, B: Backend> {
+    /// The pages, which pages found are borrowed from.
+    pub(crate) backend: &'b B,
+    /// The token of the nodes' lists.
+    pub(crate) token: &'w mut B::Token,
+    /// The settings.
+    pub(crate) set: Settings,
+    /// What comparisons cost.
+    pub(crate) stats: &'w mut Stats,
+    /// The stable counters of sysfs.
+    pub(crate) counters: &'w mut Counters,
+}
+
 /// A stable node in a tree: a plain node, or a dup of a chain in the tree.
 pub(crate) struct NodeRef<'a, B: Backend> {
     node: Pin<&'a StableNode<B>>,
@@ -439,20 +454,15 @@ impl<B: Backend> StableTree<B> {
     /// after each). With [`Order::Checksum`] a node of another checksum is passed by its
     /// checksum; a plain one without mappings is still checked for staleness, cheaply, so that
     /// stale nodes keep being pruned where lookups go.
-    #[allow(clippy::too_many_arguments)]
     fn descend<'a, 'b>(
         tree: &'a mut BoxTree<StableNode<B>>,
         floor: usize,
-        backend: &'b B,
-        token: &mut B::Token,
+        cx: &mut Cx<'b, '_, B>,
         key: &Key<'_>,
-        set: Settings,
         prune: bool,
-        stats: &mut Stats,
-        c: &mut Counters,
     ) -> Descended<'a, 'b, B> {
+        let (backend, set) = (cx.backend, cx.set);
         let mut descent = Descent::new(floor, set.order);
-        let trust = set.trust_checksum && set.order == Order::Checksum;
         let mut hit = None;
         // The common step, kept small and inside the walk's loop: a node of another checksum
         // that has mappings is passed by its checksum. Only a node without mappings is checked
@@ -482,30 +492,19 @@ impl<B: Backend> StableTree<B> {
                         Prune::Go(step)
                     };
                 }
-                Self::visit_equal(
-                    backend,
-                    token,
-                    node,
-                    key,
-                    set,
-                    prune,
-                    trust,
-                    &mut descent,
-                    &mut hit,
-                    c,
-                )
+                Self::visit_equal(cx, node, key, prune, &mut descent, &mut hit)
             }
             Visit::Removed(node) => {
                 // Its page is gone (a chain's: every dup's). The walk starts again.
                 descent.count_key_steps(passed.take());
-                descent.finish(stats);
+                descent.finish(cx.stats);
                 descent = Descent::new(floor, set.order);
-                Self::free_node(backend, token, node, c, false);
+                Self::free_node(backend, cx.token, node, cx.counters, false);
                 Prune::Go(Step::Stop)
             }
         });
         descent.count_key_steps(passed.take());
-        descent.finish(stats);
+        descent.finish(cx.stats);
         Descended { walk, hit, descent }
     }
 
@@ -521,24 +520,22 @@ impl<B: Backend> StableTree<B> {
 
     /// The step of [`StableTree::descend`] at a node of the key's checksum: its page (a chain's
     /// best dup's) is taken as the match when trusting checksums, or compared with the key.
-    #[allow(clippy::too_many_arguments)]
     #[inline(never)]
     fn visit_equal<'b>(
-        backend: &'b B,
-        token: &mut B::Token,
+        cx: &mut Cx<'b, '_, B>,
         node: &StableNode<B>,
         key: &Key<'_>,
-        set: Settings,
         prune: bool,
-        trust: bool,
         descent: &mut Descent,
         hit: &mut Option<(Option<usize>, B::Page<'b>)>,
-        c: &mut Counters,
     ) -> Prune {
+        let trust = cx.set.trust_checksum && cx.set.order == Order::Checksum;
         let page = match &node.kind {
-            Kind::Page(_) => backend.ksm_page(node).map(|page| (None, page)),
-            Kind::Chain(cell) => Self::chain_page(backend, token, cell, set, prune, c)
-                .map(|(k, page)| (Some(k), page)),
+            Kind::Page(_) => cx.backend.ksm_page(node).map(|page| (None, page)),
+            Kind::Chain(cell) => {
+                Self::chain_page(cx.backend, cx.token, cell, cx.set, prune, cx.counters)
+                    .map(|(k, page)| (Some(k), page))
+            }
         };
         match page {
             None => Prune::Remove,
@@ -650,29 +647,16 @@ impl<B: Backend> StableTree<B> {
     /// With [`Settings::trust_checksum`], the node found is only of the key's checksum, unless it
     /// would be turned down (full) or moved: then it is compared first, and if it differs,
     /// [`Search::Unproven`] asks for a lookup without trusting checksums.
-    #[allow(clippy::too_many_arguments)]
     pub(crate) fn search<'a, 'b>(
         &'a mut self,
-        backend: &'b B,
-        token: &mut B::Token,
+        cx: &mut Cx<'b, '_, B>,
         key: &Key<'_>,
-        set: Settings,
-        stats: &mut Stats,
-        c: &mut Counters,
         misplaced: impl Fn(&B::Page<'_>) -> bool,
     ) -> Search<'a, 'b, B> {
         let was_empty = self.tree.is_empty();
-        let d = Self::descend(
-            &mut self.tree,
-            self.floor,
-            backend,
-            token,
-            key,
-            set,
-            true,
-            stats,
-            c,
-        );
+        let d = Self::descend(&mut self.tree, self.floor, cx, key, true);
+        let (backend, set) = (cx.backend, cx.set);
+        let (token, c) = (&mut *cx.token, &mut *cx.counters);
         let (mut at, (mut dup, page)) = match (d.walk, d.hit) {
             (Walk::Stopped(at), Some(hit)) => (at, hit),
             (Walk::Vacant(mut place), _) => {
@@ -770,28 +754,14 @@ impl<B: Backend> StableTree<B> {
     /// Takes the node at `addr`, whose KSM page's contents and checksum are `key`, out of the tree
     /// (or out of the chain it is a dup of), for it to move to another tree; `None` if it is not
     /// in this tree.
-    #[allow(clippy::too_many_arguments)]
     pub(crate) fn take(
         &mut self,
-        backend: &B,
-        token: &mut B::Token,
+        cx: &mut Cx<'_, '_, B>,
         key: &Key<'_>,
         addr: *const StableNode<B>,
-        set: Settings,
-        stats: &mut Stats,
-        c: &mut Counters,
     ) -> Option<Pin<KBox<StableNode<B>>>> {
-        let d = Self::descend(
-            &mut self.tree,
-            self.floor,
-            backend,
-            token,
-            key,
-            set,
-            false,
-            stats,
-            c,
-        );
+        let d = Self::descend(&mut self.tree, self.floor, cx, key, false);
+        let (backend, token, c) = (cx.backend, &mut *cx.token, &mut *cx.counters);
         drop(d.hit);
         let Walk::Stopped(at) = d.walk else {
             return None;
@@ -868,20 +838,15 @@ impl<B: Backend> StableTree<B> {
     /// if the tree has not changed since.
     ///
     /// Returns the new node, to which the caller appends the page's mappings.
-    #[allow(clippy::too_many_arguments)]
     pub(crate) fn insert<'a>(
         &'a mut self,
-        backend: &'a B,
-        token: &mut B::Token,
+        cx: &mut Cx<'_, '_, B>,
         key: &Key<'_>,
         page: B::KsmPage,
         nid: usize,
-        set: Settings,
-        stats: &mut Stats,
-        c: &mut Counters,
         at: Option<Insertion>,
     ) -> Result<NodeRef<'a, B>> {
-        let new = StableNode::new(Kind::Page(page), nid, key.sum, token)?;
+        let new = StableNode::new(Kind::Page(page), nid, key.sum, cx.token)?;
         // Where a lookup of the same key just missed, if nothing changed the tree since.
         if let Some(at) = at.filter(|at| self.tree.holds_place(&at.mark)) {
             // Checked just above, with the tree borrowed since: the place is there.
@@ -890,38 +855,23 @@ impl<B: Backend> StableTree<B> {
             self.floor = at.floor;
             return Ok(NodeRef { node, dup: None });
         }
-        self.insert_node(backend, token, key.bytes, new, set, stats, c)
-            .map_err(|_| ENOMEM)
+        self.insert_node(cx, key.bytes, new).map_err(|_| ENOMEM)
     }
 
     /// Puts the plain node `new`, whose KSM page's contents are `bytes`, into the tree (by its
     /// recorded checksum and `bytes`), as a dup if a node of equal contents is there (see
     /// [`StableTree::insert`]). Gives `new` back if memory for a chain could not be had.
-    #[allow(clippy::too_many_arguments)]
     pub(crate) fn insert_node<'a>(
         &'a mut self,
-        backend: &'a B,
-        token: &mut B::Token,
+        cx: &mut Cx<'_, '_, B>,
         bytes: &PageBytes<'_>,
         new: Pin<KBox<StableNode<B>>>,
-        set: Settings,
-        stats: &mut Stats,
-        c: &mut Counters,
     ) -> core::result::Result<NodeRef<'a, B>, Pin<KBox<StableNode<B>>>> {
         let was_empty = self.tree.is_empty();
         let nid = new.nid();
         let key = Key::new(bytes, new.checksum);
-        let d = Self::descend(
-            &mut self.tree,
-            self.floor,
-            backend,
-            token,
-            &key,
-            set,
-            false,
-            stats,
-            c,
-        );
+        let d = Self::descend(&mut self.tree, self.floor, cx, &key, false);
+        let (set, token, c) = (cx.set, &mut *cx.token, &mut *cx.counters);
         drop(d.hit);
         match d.walk {
             Walk::Vacant(place) => {

@@ -6,8 +6,8 @@
 use crate::backend::{Backend, Contents};
 use crate::compare::{Key, Order, Stats};
 use crate::item::{Place, RmapItem};
-use crate::stable::{self, Counters, Insertion, Search, Settings, StableNode, StableTree};
-use crate::unstable::{Lookup, UnstableTree};
+use crate::stable::{self, Counters, Cx, Insertion, Search, Settings, StableNode, StableTree};
+use crate::unstable::{Lookup, Probe, UnstableTree};
 use core::pin::Pin;
 use kernel::hlist::Token;
 use kernel::prelude::*;
@@ -213,16 +213,20 @@ impl<B: Backend> Trees<B> {
             counters,
             ..
         } = self;
+        let mut cx = Cx {
+            backend,
+            token,
+            set,
+            stats,
+            counters,
+        };
         while let Some(node) = pending.pop() {
-            rehome(
-                stable, misplaced, backend, token, node, set, stats, counters,
-            );
+            rehome(stable, misplaced, &mut cx, node);
         }
     }
 
     /// Moves the node at `addr`, in the tree of index `from`, whose KSM page `page` (of checksum
     /// `sum`) migrated to another NUMA node, to the tree of that node.
-    #[allow(clippy::too_many_arguments)]
     fn relocate(
         &mut self,
         backend: &B,
@@ -245,10 +249,15 @@ impl<B: Backend> Trees<B> {
         } = self;
         let bytes = page.bytes();
         let key = Key::new(&bytes, sum);
-        if let Some(node) = stable[from].take(backend, token, &key, addr, set, stats, counters) {
-            rehome(
-                stable, misplaced, backend, token, node, set, stats, counters,
-            );
+        let mut cx = Cx {
+            backend,
+            token,
+            set,
+            stats,
+            counters,
+        };
+        if let Some(node) = stable[from].take(&mut cx, &key, addr) {
+            rehome(stable, misplaced, &mut cx, node);
         }
     }
 
@@ -504,14 +513,18 @@ impl<B: Backend> Trees<B> {
         // pages turn out to differ (a checksum collision, or the page changed), the lookup is
         // made again comparing contents, and finds the equal page if there is one, as C's would.
         let mut trust = trust && set.order == Order::Checksum;
+        let mut cx = Cx {
+            backend,
+            token,
+            set,
+            stats,
+            counters,
+        };
         let (moved, at) = loop {
-            let look = Settings {
-                trust_checksum: trust,
-                ..set
-            };
-            match stable[idx].search(backend, token, &key, look, stats, counters, elsewhere) {
+            cx.set.trust_checksum = trust;
+            match stable[idx].search(&mut cx, &key, elsewhere) {
                 Search::Found(found) => {
-                    match backend.settle(&found.page, &found.node.get(token)) {
+                    match backend.settle(&found.page, &found.node.get(cx.token)) {
                         Ok(()) => {}
                         // Migrated since the lookup: look again (C's `goto again`).
                         Err(e) if e == EAGAIN => continue,
@@ -530,9 +543,8 @@ impl<B: Backend> Trees<B> {
         if let Some(node) = moved {
             // The equal page migrated to another node: its node goes to that node's tree, and
             // this page looks for a partner of its own node (as C's `stable_tree_search` does).
-            rehome(
-                stable, misplaced, backend, token, node, set, stats, counters,
-            );
+            cx.set.trust_checksum = false;
+            rehome(stable, misplaced, &mut cx, node);
         }
         Looked::Missed(Missed { idx, at })
     }
@@ -577,11 +589,13 @@ impl<B: Backend> Trees<B> {
             // of the new KSM page's node is that of the page, whose node it is), unless the tree
             // changed meanwhile.
             at,
-            backend,
-            token,
-            counters,
-            stats,
-            set,
+            cx: Cx {
+                backend,
+                token,
+                set,
+                stats,
+                counters,
+            },
             idx,
             across,
         };
@@ -698,11 +712,8 @@ struct UnstableStep<'s, B: Backend> {
     stable: &'s mut KVec<StableTree<B>>,
     /// Where the stable lookup of the page missed.
     at: Option<Insertion>,
-    backend: &'s B,
-    token: &'s mut B::Token,
-    counters: &'s mut Counters,
-    stats: &'s mut Stats,
-    set: Settings,
+    /// The backend, the token, the settings and the counters.
+    cx: Cx<'s, 's, B>,
     /// The index of the trees of the page's NUMA node.
     idx: usize,
     across: bool,
@@ -722,7 +733,7 @@ impl<B: Backend> UnstableStep<'_, B> {
         trust: bool,
         gated: &mut bool,
     ) -> Outcome {
-        let (backend, set) = (self.backend, self.set);
+        let (backend, set) = (self.cx.backend, self.cx.set);
         let gate = |gated: &mut bool| {
             if core::mem::replace(gated, true) {
                 return None;
@@ -730,20 +741,18 @@ impl<B: Backend> UnstableStep<'_, B> {
             admit(backend, &item, page, page.bytes().checksum())
         };
         let mut turned_away = None;
-        let hit = match self.tree.search_insert(
-            backend,
-            item,
-            page,
-            self.idx,
-            !self.across,
-            set.order,
+        let how = Probe {
+            tree_nid: self.idx,
+            same_node_only: !self.across,
+            order: set.order,
             trust,
-            self.stats,
-            || {
+        };
+        let hit = match self
+            .tree
+            .search_insert(backend, item, page, how, self.cx.stats, || {
                 turned_away = gate(gated);
                 turned_away.is_none()
-            },
-        ) {
+            }) {
             Lookup::Inserted => return Outcome::Inserted,
             Lookup::Declined => return turned_away.unwrap_or(Outcome::Missed),
             Lookup::GaveUp => return gate(gated).unwrap_or(Outcome::Missed),
@@ -779,11 +788,8 @@ impl<B: Backend> UnstableStep<'_, B> {
         let bytes = page.bytes();
         let key = Key::new(&bytes, item.checksum());
         let locked = backend.lock(page);
-        let (token, counters) = (&mut *self.token, &mut *self.counters);
         let at = if kidx == self.idx { self.at } else { None };
-        let node = match self.stable[kidx].insert(
-            backend, token, &key, ksm, kidx, set, self.stats, counters, at,
-        ) {
+        let node = match self.stable[kidx].insert(&mut self.cx, &key, ksm, kidx, at) {
             Ok(node) => node,
             Err(_) => {
                 drop(locked);
@@ -792,6 +798,7 @@ impl<B: Backend> UnstableStep<'_, B> {
                 return Outcome::MergeFailed;
             }
         };
+        let (token, counters) = (&mut *self.cx.token, &mut *self.cx.counters);
         backend.link_node(&locked, node.get(token));
         backend.merged(hit.item());
         let moved = hit.move_to(&node, token, counters);
@@ -839,26 +846,22 @@ pub(crate) fn admit<B: Backend>(
 /// Puts `node`, out of every tree, into the tree of the NUMA node its KSM page is on now (the
 /// one tree when merging across nodes); frees it if its page is gone; keeps it in `misplaced` if
 /// memory for a chain could not be had. `misplaced` has room for one more.
-#[allow(clippy::too_many_arguments)]
 fn rehome<B: Backend>(
     stable: &mut KVec<StableTree<B>>,
     misplaced: &mut KVec<Pin<KBox<StableNode<B>>>>,
-    backend: &B,
-    token: &mut B::Token,
+    cx: &mut Cx<'_, '_, B>,
     node: Pin<KBox<StableNode<B>>>,
-    set: Settings,
-    stats: &mut Stats,
-    c: &mut Counters,
 ) {
+    let backend = cx.backend;
     let Some(page) = backend.ksm_page(&node) else {
-        StableTree::free_node(backend, token, node, c, false);
+        StableTree::free_node(backend, cx.token, node, cx.counters, false);
         return;
     };
     let to = backend.page_nid(&page).min(stable.len() - 1);
     node.set_nid(to);
     // The KSM page's own contents key the insertion: they cannot change (write-protected).
     let key = page.bytes();
-    if let Err(node) = stable[to].insert_node(backend, token, &key, node, set, stats, c) {
+    if let Err(node) = stable[to].insert_node(cx, &key, node) {
         if let Err(node) = misplaced.push_within_capacity(node) {
             // Cannot be (callers make room first); never free a node with mappings.
             core::mem::forget(node);

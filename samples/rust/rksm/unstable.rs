@@ -68,6 +68,24 @@ impl<'a, B: Backend> Hit<'a, B> {
     }
 }
 
+/// How [`UnstableTree::search_insert`] looks a page up.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Probe {
+    /// The index of the tree (the NUMA node's, or 0), recorded in the item.
+    pub(crate) tree_nid: usize,
+    /// Whether matches on another NUMA node than the key's are refused.
+    pub(crate) same_node_only: bool,
+    /// How the tree orders its items: with [`Order::Checksum`], by their recorded checksum
+    /// first (the item's must be its page's: [`RmapItem::admit`] records it). Every lookup of one
+    /// tree must use the same order.
+    pub(crate) order: Order,
+    /// With [`Order::Checksum`], whether the first item of the key's checksum that still maps a
+    /// page is the match, taken without comparing: the caller's merge compares the whole pages
+    /// once they are write-protected, and if they differ (a checksum collision, or a page that
+    /// changed), the caller looks up again without it.
+    pub(crate) trust: bool,
+}
+
 /// The result of [`UnstableTree::search_insert`].
 pub(crate) enum Lookup<'a, B: Backend> {
     /// An item of the tree has a page equal to the key.
@@ -112,34 +130,27 @@ impl<B: Backend> UnstableTree<B> {
     }
 
     /// Looks up the page `key` of `item` and inserts `item` if no equal page is in the tree (C's
-    /// `unstable_tree_search_insert`). `tree_nid` is the index of this tree, recorded in the item;
-    /// `same_node_only` refuses matches on another NUMA node than `key`'s. With
-    /// [`Order::Checksum`] items are ordered by their recorded checksum first: `item`'s must be
-    /// that of `key` ([`RmapItem::admit`] records it), and every lookup of one tree must use the
-    /// same order.
-    ///
-    /// With `trust` (and [`Order::Checksum`]), the first item of the key's checksum that still
-    /// maps a page is the match, taken without comparing: the caller's merge compares the whole
-    /// pages once they are write-protected, and if they differ (a checksum collision, or a page
-    /// that changed), the caller looks up again without `trust`.
+    /// `unstable_tree_search_insert`), as `how` says (see [`Probe`]).
     ///
     /// `admit` runs when no equal page is found, before `item` is inserted, and says whether to
     /// insert it: a caller that looked the page up by the checksum its item recorded at the last
     /// visit, without taking it again, runs the volatility gate there (and an item whose
     /// checksum changed is not inserted: it was ordered by the old one).
-    #[allow(clippy::too_many_arguments)]
     pub(crate) fn search_insert<'a>(
         &'a mut self,
         backend: &'a B,
         item: Pin<&'a RmapItem<B>>,
         key: &B::Page<'_>,
-        tree_nid: usize,
-        same_node_only: bool,
-        order: Order,
-        trust: bool,
+        how: Probe,
         stats: &mut Stats,
         admit: impl FnOnce() -> bool,
     ) -> Lookup<'a, B> {
+        let Probe {
+            tree_nid,
+            same_node_only,
+            order,
+            trust,
+        } = how;
         let trust = trust && order == Order::Checksum;
         let was_empty = self.tree.is_empty();
         let key_bytes = key.bytes();
