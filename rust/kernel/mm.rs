@@ -23,11 +23,14 @@ type NotThreadSafe = PhantomData<*mut ()>;
 #[allow(non_upper_case_globals)]
 const NotThreadSafe: NotThreadSafe = PhantomData;
 
+pub mod anon_vma;
 pub mod contents;
 pub mod folio;
 pub mod hotplug;
 pub mod ksm;
 pub mod layout;
+pub mod pgtable;
+pub mod rmap;
 pub mod virt;
 
 use virt::VmArea;

@@ -28,7 +28,9 @@ use crate::stable::StableNode;
 use kernel::bindings;
 use kernel::kthread;
 use kernel::mm::folio::{Folio, FolioGuard, FolioPage};
-use kernel::mm::ksm::{self as mmksm, KillList, KsmNode, KsmOps, RmapWalk, SwapIn};
+use kernel::mm::ksm::{self as mmksm, KsmNode, KsmOps};
+use kernel::mm::pgtable;
+use kernel::mm::rmap::{KillList, RmapWalk, SwapIn};
 use kernel::mm::virt::{flags, VmArea};
 use kernel::mm::{Mm, MmFlag, MmWriteLocked};
 use kernel::page::PAGE_SIZE;
@@ -74,7 +76,7 @@ fn unmerge_range(
         if kthread::signal_pending() {
             return Err(ERESTARTSYS);
         }
-        mmksm::break_ksm(vma, addr, locked)?;
+        pgtable::break_ksm(vma, addr, locked)?;
         addr += PAGE_SIZE;
     }
     Ok(())

@@ -13,9 +13,11 @@ use crate::item::RmapItem;
 use crate::knobs;
 use crate::stable::StableNode;
 use core::pin::Pin;
+use kernel::mm::anon_vma::{AnonVma, AnonVmaSlot};
 use kernel::mm::contents::PageBytes;
 use kernel::mm::folio::{AtomicPfn, HeldPage, OwnedFolioLock, PageLockGuard};
-use kernel::mm::ksm::{self as mmksm, AnonVma, AnonVmaSlot, Replacement};
+use kernel::mm::ksm as mmksm;
+use kernel::mm::pgtable::{self, Replacement};
 use kernel::mm::virt::{flags, VmArea};
 use kernel::mm::{Mm, MmapReadGuard};
 use kernel::prelude::*;
@@ -123,7 +125,7 @@ fn merge_one(
     // the page mapped here (C splits only the page it found through the item's page table).
     // For a small one, the page table is checked under its lock when the entry is changed.
     if page.folio().is_large()
-        && !mmksm::anon_page_at(vma, addr)
+        && !pgtable::anon_page_at(vma, addr)
             .is_some_and(|here| core::ptr::eq(here.page(), page.page()))
     {
         return Err(EFAULT);
@@ -141,7 +143,7 @@ fn merge_one(
     // reference count check make sure nobody writes it behind our back from here on.
     match with {
         With::Become => {
-            mmksm::write_protect(vma, addr, &locked)?;
+            pgtable::write_protect(vma, addr, &locked)?;
             mmksm::set_ksm_node::<StableNode<KsmBackend>>(&locked, None);
             locked.mark_accessed();
             // Reclaim frees a clean page without dirty entries: make sure a KSM page is swapped.
@@ -149,10 +151,10 @@ fn merge_one(
             Ok(())
         }
         // Write-protected, compared and replaced under one hold of the page table lock.
-        With::Ksm(k) => mmksm::replace_if_same(vma, addr, &locked, Replacement::Ksm(k), || {
+        With::Ksm(k) => pgtable::replace_if_same(vma, addr, &locked, Replacement::Ksm(k), || {
             page.page().bytes().same_as(&k.page().bytes())
         }),
-        With::Zero => mmksm::replace_if_same(vma, addr, &locked, Replacement::Zero, || {
+        With::Zero => pgtable::replace_if_same(vma, addr, &locked, Replacement::Zero, || {
             page.page().bytes().is_zero()
         }),
     }
@@ -255,7 +257,7 @@ impl Backend for KsmBackend {
         // C's `get_mergeable_page()`.
         let guard = m.mm().mmap_read_lock();
         let vma = find_mergeable_vma(&guard, m.addr())?;
-        mmksm::anon_page_at(vma, m.addr()).map(Page)
+        pgtable::anon_page_at(vma, m.addr()).map(Page)
     }
 
     fn peek_page(&self, item: &RmapItem<Self>) -> Option<Page> {
@@ -395,7 +397,7 @@ impl Backend for KsmBackend {
         let m = item.mapping();
         let guard = m.mm().mmap_read_lock();
         if let Some(vma) = find_mergeable_vma(&guard, m.addr()) {
-            let _ = mmksm::break_ksm(vma, m.addr(), None);
+            let _ = pgtable::break_ksm(vma, m.addr(), None);
         }
     }
 

@@ -48,7 +48,8 @@ use kernel::hlist::{Token, TokenCell};
 use kernel::kthread::{self, Crew, KThread, WaitQueue, WorkList};
 use kernel::mm::folio::HeldPage;
 use kernel::mm::hotplug::{MemoryEvent, MemoryListener, MemoryNotifier};
-use kernel::mm::ksm::{self as mmksm, trace};
+use kernel::mm::ksm::trace;
+use kernel::mm::pgtable;
 use kernel::mm::virt::flags;
 use kernel::mm::{self, Mm, MmFlag, MmapReadGuard};
 use kernel::page::PAGE_SIZE;
@@ -950,7 +951,7 @@ impl ScanState {
                 }
                 kthread::cond_resched();
                 let next =
-                    mmksm::anon_pages(vma, self.address, vma.end(), found, want - batch.len());
+                    pgtable::anon_pages(vma, self.address, vma.end(), found, want - batch.len());
                 // In address order, as the slot's list of items is.
                 found.as_mut_slice().reverse();
                 while let Some((addr, held)) = found.pop() {
@@ -1041,7 +1042,7 @@ impl ScanState {
                 if kthread::signal_pending() {
                     return Err(ERESTARTSYS);
                 }
-                mmksm::break_ksm(vma, addr, None)?;
+                pgtable::break_ksm(vma, addr, None)?;
                 addr += PAGE_SIZE;
             }
         }
