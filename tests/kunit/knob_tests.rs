@@ -15,8 +15,8 @@
 //! This suite changes rksm's knobs. It runs at boot, before any process registered with KSM (the
 //! writes need empty trees), and puts the boot values back.
 
-use crate::knobs::STATS;
 use crate::scan;
+use crate::tunables::STATS;
 use core::sync::atomic::{AtomicBool, AtomicU32, Ordering::*};
 use kernel::kthread;
 use kernel::kunit_suite::{Check, TestResult};

@@ -10,8 +10,8 @@
 
 use crate::backend::{Backend, Contents};
 use crate::item::RmapItem;
-use crate::knobs;
 use crate::stable::StableNode;
+use crate::tunables;
 use core::pin::Pin;
 use kernel::mm::anon_vma::{AnonVma, AnonVmaSlot};
 use kernel::mm::contents::PageBytes;
@@ -24,7 +24,7 @@ use kernel::prelude::*;
 use kernel::sync::SpinLock;
 use kernel::types::ARef;
 
-kernel::define_token!(pub(crate) KsmToken, 64);
+kernel::define_token!(pub(crate) KsmToken, crate::tunables::NR_SHARDS);
 
 /// Where an rmap_item's page is mapped: an address space (kept by `mmgrab()`) and an address.
 pub(crate) struct Mapping {
@@ -388,7 +388,7 @@ impl Backend for KsmBackend {
     }
 
     fn zero_candidate(&self, checksum: u32) -> bool {
-        knobs::use_zero_pages() && checksum == self.zero_checksum
+        tunables::use_zero_pages() && checksum == self.zero_checksum
     }
 
     fn break_merge(&self, item: &RmapItem<Self>) {

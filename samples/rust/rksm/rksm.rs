@@ -7,7 +7,7 @@
 //! [`trees`]), searched with comparisons that skip a prefix already known to be equal
 //! ([`compare`]). The trees reach pages through a [`backend::Backend`], so that KUnit drives them
 //! with pages it fills and the kernel with the pages of processes ([`real`]). [`scan`] is the
-//! scanner and `ksmd`, [`knobs`] the files of `/sys/kernel/mm/ksm`, and [`abi`] the functions of
+//! scanner and `ksmd`, [`sysfs`] the files of `/sys/kernel/mm/ksm`, and [`abi`] the functions of
 //! `<linux/ksm.h>` the rest of the kernel calls.
 
 use kernel::c_str;
@@ -17,13 +17,14 @@ mod abi;
 mod backend;
 mod compare;
 mod item;
-mod knobs;
 mod real;
 mod scan;
 mod shards;
 mod stable;
 mod step;
+mod sysfs;
 mod trees;
+mod tunables;
 mod unstable;
 
 module! {
@@ -39,7 +40,7 @@ struct RksmModule;
 impl kernel::Module for RksmModule {
     fn init(_module: &'static ThisModule) -> Result<Self> {
         scan::init()?;
-        kernel::sysfs::register_mm_group(c_str!("ksm"), &knobs::ATTRS)?;
+        kernel::sysfs::register_mm_group(c_str!("ksm"), &sysfs::ATTRS)?;
         scan::set_ready();
         Ok(RksmModule)
     }

@@ -32,11 +32,11 @@
 
 use crate::backend::Backend;
 use crate::item::{RmapItem, MAX_NIDS, MAX_SHARDS};
-use crate::knobs::{self, STATS};
 use crate::real::{KsmBackend, KsmToken, Mapping, Page};
 use crate::shards::{Shard, ShardSet};
 use crate::step::Step;
 use crate::trees::Trees;
+use crate::tunables::{self, NR_SHARDS, RUN_MERGE, RUN_STOP, RUN_UNMERGE, STATS};
 use core::sync::atomic::{
     AtomicBool, AtomicUsize,
     Ordering::{Acquire, Relaxed, Release},
@@ -60,9 +60,8 @@ use kernel::sync::lock::{mutex::MutexBackend, Guard};
 use kernel::sync::{new_condvar, new_mutex, Arc, CondVar, Mutex};
 use kernel::types::ARef;
 
-/// How many shards the trees are split into.
-pub(crate) const NR_SHARDS: usize = KsmToken::IDS;
-const _: () = assert!(NR_SHARDS <= MAX_SHARDS && NR_SHARDS <= u64::BITS as usize);
+// One token per shard, and no more shards than an item can record.
+const _: () = assert!(NR_SHARDS == KsmToken::IDS && NR_SHARDS <= MAX_SHARDS);
 
 /// The most scanner threads (`scan_threads`), `ksmd` included.
 pub(crate) const MAX_SCAN_THREADS: u32 = 16;
@@ -89,13 +88,6 @@ const SHARED_BATCH: usize = 32;
 const RESCHED_EVERY: usize = 8;
 
 kernel::define_token!(pub(crate) SlotsToken);
-
-/// `run` stops the scanner.
-pub(crate) const RUN_STOP: u32 = 0;
-/// `run` lets the scanner merge.
-pub(crate) const RUN_MERGE: u32 = 1;
-/// `run` unmerges everything and stops.
-pub(crate) const RUN_UNMERGE: u32 = 2;
 
 /// The size of an rmap_item, which the profit counters charge per tracked page.
 pub(crate) const ITEM_SIZE: usize = core::mem::size_of::<RmapItem<KsmBackend>>();
@@ -172,10 +164,10 @@ impl SlotList {
     }
 }
 
-/// Publishes the counters of `shard` for sysfs ([`knobs::TREE_STATS`]).
+/// Publishes the counters of `shard` for sysfs ([`tunables::TREE_STATS`]).
 fn publish_shard(shard: &Shard<KsmBackend>) {
     let c = &shard.trees.counters;
-    let out = &knobs::TREE_STATS[shard.token.id()];
+    let out = &tunables::TREE_STATS[shard.token.id()];
     out.pages_shared.store(c.pages_shared as i64, Relaxed);
     out.pages_sharing.store(c.pages_sharing as i64, Relaxed);
     out.pages_unshared
@@ -396,7 +388,7 @@ pub(crate) fn wake_iter() {
 }
 
 fn should_run() -> bool {
-    knobs::RUN.load(Relaxed) & RUN_MERGE != 0 && ksm().nr_slots.load(Relaxed) != 0
+    tunables::RUN.load(Relaxed) & RUN_MERGE != 0 && ksm().nr_slots.load(Relaxed) != 0
 }
 
 /// `ksmd` (C's `ksm_scan_thread()`).
@@ -408,13 +400,13 @@ fn ksmd() {
         {
             let mut st = k.lock_scan();
             if should_run() {
-                st.do_scan(&k, knobs::PAGES_TO_SCAN.load(Relaxed) as usize);
+                st.do_scan(&k, tunables::PAGES_TO_SCAN.load(Relaxed) as usize);
             }
         }
         if should_run() {
-            let ms = knobs::SLEEP_MS.load(Relaxed);
+            let ms = tunables::SLEEP_MS.load(Relaxed);
             k.iter_wait.wait_freezable(
-                || ms != knobs::SLEEP_MS.load(Relaxed),
+                || ms != tunables::SLEEP_MS.load(Relaxed),
                 Some(kthread::msecs_to_jiffies(ms)),
             );
         } else {
@@ -455,7 +447,7 @@ pub(crate) fn set_scan_threads(n: u32) -> Result {
     for (i, t) in threads.iter().enumerate().take(n as usize) {
         t.set_cpu_share(i, n as usize)?;
     }
-    knobs::SCAN_THREADS.store(n, Relaxed);
+    tunables::SCAN_THREADS.store(n, Relaxed);
     Ok(())
 }
 
@@ -464,16 +456,16 @@ pub(crate) fn set_scan_threads(n: u32) -> Result {
 pub(crate) fn set_run(flags: u32) -> Result {
     let k = ksm();
     let mut st = k.lock_scan();
-    if knobs::RUN.load(Relaxed) == flags {
+    if tunables::RUN.load(Relaxed) == flags {
         return Ok(());
     }
-    knobs::RUN.store(flags, Relaxed);
+    tunables::RUN.store(flags, Relaxed);
     if flags & RUN_UNMERGE != 0 {
         // Unmerging allocates a page for every merged mapping: if that exhausts memory, the
         // OOM killer picks the writer first, as in C.
         let _oom = mm::OomOrigin::set();
         if let Err(e) = st.unmerge_all(&k) {
-            knobs::RUN.store(RUN_STOP, Relaxed);
+            tunables::RUN.store(RUN_STOP, Relaxed);
             return Err(e);
         }
     }
@@ -630,7 +622,7 @@ impl Ksm {
         Step::new(
             &self.backend,
             &self.shards,
-            knobs::CHAINS_PRUNE_MS.load(Relaxed),
+            tunables::CHAINS_PRUNE_MS.load(Relaxed),
         )
     }
 
@@ -708,7 +700,7 @@ impl ScanState {
     /// Scans up to `n` pages (C's `ksm_do_scan()`), in batches of one address space: with one
     /// scanner thread merged in order by `ksmd`, with more shared with the helpers.
     fn do_scan(&mut self, k: &Ksm, n: usize) {
-        let threads = (knobs::SCAN_THREADS.load(Relaxed) as usize).max(1);
+        let threads = (tunables::SCAN_THREADS.load(Relaxed) as usize).max(1);
         let mut left = n;
         // `cur`: the batch to run next, of `slot`, and what gathering it stopped at.
         let mut cur = core::mem::replace(&mut self.batch, KVVec::new());
@@ -862,7 +854,7 @@ impl ScanState {
     /// `should_skip_rmap_item()`): pages that failed to merge for a while are looked at less
     /// and less often. A skipped page's item only leaves its tree (see [`ScanState::gather`]).
     fn should_skip(&mut self, k: &Ksm, slot: &MmSlot, page: &Page) -> bool {
-        if !knobs::SMART_SCAN.load(Relaxed) || k.backend.is_ksm(page) {
+        if !tunables::SMART_SCAN.load(Relaxed) || k.backend.is_ksm(page) {
             return false;
         }
         let Some(item) = slot.items.get(&self.slots_token).current() else {
@@ -1050,7 +1042,7 @@ impl ScanState {
     }
 
     fn start_pass(&mut self, k: &Ksm) {
-        if knobs::ADVISOR_SCAN_TIME.load(Relaxed) {
+        if tunables::ADVISOR_SCAN_TIME.load(Relaxed) {
             self.advisor.start_ns = kthread::ktime_ns();
         }
         trace::start_scan(self.seqnr, self.rmap_items as u64);
@@ -1065,7 +1057,7 @@ impl ScanState {
     }
 
     fn end_pass(&mut self, k: &Ksm) {
-        if knobs::ADVISOR_SCAN_TIME.load(Relaxed) {
+        if tunables::ADVISOR_SCAN_TIME.load(Relaxed) {
             self.scan_time_advisor(k);
         }
         trace::stop_scan(self.seqnr, self.rmap_items as u64);
@@ -1087,21 +1079,21 @@ impl ScanState {
         } else {
             scan_time
         };
-        let target = knobs::ADVISOR_TARGET_SCAN_TIME.load(Relaxed) as u64;
+        let target = tunables::ADVISOR_TARGET_SCAN_TIME.load(Relaxed) as u64;
         let factor = (target * 100 / scan_time).max(1);
         let change = (scan_time * 100 / last).max(1);
         let change = ((100 - 30) * a.change + 30 * change) / 100;
-        let cur = knobs::PAGES_TO_SCAN.load(Relaxed) as u64;
+        let cur = tunables::PAGES_TO_SCAN.load(Relaxed) as u64;
         let mut pages = cur * 100 / factor;
         pages = pages * change / 100;
         let per_page_cost = (cur / cpu_percent).max(1);
-        pages = pages.min(per_page_cost * knobs::ADVISOR_MAX_CPU.load(Relaxed) as u64);
+        pages = pages.min(per_page_cost * tunables::ADVISOR_MAX_CPU.load(Relaxed) as u64);
         pages = pages.max(per_page_cost * 10);
-        pages = pages.min(knobs::ADVISOR_MAX_PAGES.load(Relaxed) as u64);
+        pages = pages.min(tunables::ADVISOR_MAX_PAGES.load(Relaxed) as u64);
         a.change = change;
         a.scan_time = scan_time;
         a.cpu_ns = cpu;
-        knobs::PAGES_TO_SCAN.store(pages as u32, Relaxed);
+        tunables::PAGES_TO_SCAN.store(pages as u32, Relaxed);
         trace::advisor(scan_time as i64, pages as usize, cpu_percent as u32);
     }
 
@@ -1166,7 +1158,7 @@ pub(crate) fn enter(mm: &Mm) -> Result {
         // Normally just behind the cursor, to let the area settle a little (a fork followed by
         // an exec should not make ksmd set up and tear down its items); when unmerging, at the
         // end, ahead of the cursor, so that its KSM pages are not missed.
-        if knobs::RUN.load(Relaxed) & RUN_UNMERGE != 0 {
+        if tunables::RUN.load(Relaxed) & RUN_UNMERGE != 0 {
             let end = sl.slots.len();
             let at_head = sl.cursor == end;
             sl.insert_at(end, slot)?;
@@ -1233,5 +1225,5 @@ pub(crate) fn exit(mm: &Mm) {
 
 /// Whether `run` says unmerging.
 pub(crate) fn unmerging() -> bool {
-    knobs::RUN.load(Relaxed) & RUN_UNMERGE != 0
+    tunables::RUN.load(Relaxed) & RUN_UNMERGE != 0
 }
