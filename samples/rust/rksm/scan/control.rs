@@ -1,0 +1,225 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! What changes the scanner and its trees from outside a pass: `run` (with `run=2`'s unmerge of
+//! everything), the knobs that need empty stable trees (`merge_across_nodes`,
+//! `max_page_sharing`), and memory going offline.
+
+use super::*;
+
+/// What rksm does while memory goes offline (C's `ksm_memory_callback()`): offlining migrates
+/// every KSM page out of the range, moving its stable node with it; once the range is offline,
+/// the nodes still recording a frame in it are stale and are taken out, before the range's
+/// `struct page`s may go (they are poisoned at once, and may be unmapped later). The unstable
+/// trees are emptied too, as a new pass would: their items recorded the frames their pages had
+/// when they went in (C's unstable tree records none), and those pages may have moved. Meanwhile
+/// `ksmd` and whatever walks every tree wait.
+pub(super) struct Offlining;
+
+impl MemoryListener for Offlining {
+    /// C's `KSM_CALLBACK_PRI`.
+    const PRIORITY: i32 = 100;
+
+    fn memory_event(event: MemoryEvent, start_pfn: usize, nr_pages: usize) {
+        let Some(k) = KSM.get() else {
+            return;
+        };
+        match event {
+            MemoryEvent::GoingOffline => k.scan.lock().offlining = true,
+            MemoryEvent::Offline | MemoryEvent::CancelOffline => {
+                if event == MemoryEvent::Offline {
+                    let frames = start_pfn..start_pfn + nr_pages;
+                    for i in 0..NR_SHARDS {
+                        k.in_shard(i, |t, token| {
+                            t.remove_range(&k.backend, token, &frames);
+                            t.reset_unstable();
+                        });
+                    }
+                }
+                k.scan.lock().offlining = false;
+                k.offline_done.notify_all();
+            }
+            MemoryEvent::Other => {}
+        }
+    }
+}
+
+pub(super) static OFFLINING: MemoryNotifier<Offlining> = MemoryNotifier::new();
+
+/// Sets `run` (C's `run_store()`): with `RUN_UNMERGE`, unmerges every page and forgets every
+/// rmap_item first; if that fails, KSM stops and the error is returned.
+pub(crate) fn set_run(flags: u32) -> Result {
+    let k = ksm();
+    let mut st = k.lock_scan();
+    if tunables::RUN.load(Relaxed) == flags {
+        return Ok(());
+    }
+    tunables::RUN.store(flags, Relaxed);
+    if flags & RUN_UNMERGE != 0 {
+        // Unmerging allocates a page for every merged mapping: if that exhausts memory, the
+        // OOM killer picks the writer first, as in C.
+        let _oom = mm::OomOrigin::set();
+        if let Err(e) = st.unmerge_all(&k) {
+            tunables::RUN.store(RUN_STOP, Relaxed);
+            return Err(e);
+        }
+    }
+    Ok(())
+}
+
+/// Changes a knob that needs the stable trees empty (C's `merge_across_nodes_store()` and
+/// `max_page_sharing_store()`): fails with `EBUSY`, as C KSM does, while KSM pages are mapped by
+/// rmap_items (`pages_shared` is not 0) or while a KSM page of an empty node is still mapped (by
+/// forks); otherwise `prepare` makes what each shard needs, and once every shard has it (a
+/// failure changes nothing), `commit` applies it to each, and `publish` shows the new value.
+/// All under the scan lock, `unchanged` (the knob has the value asked for already) included, so
+/// that of two writers the one whose value the trees keep is the one whose value is shown.
+pub(super) fn change_trees<P>(
+    unchanged: impl FnOnce() -> bool,
+    prepare: impl Fn(&Trees<KsmBackend>) -> Result<P>,
+    commit: impl Fn(&mut Trees<KsmBackend>, P),
+    publish: impl FnOnce(),
+) -> Result {
+    let k = ksm();
+    let _st = k.lock_scan();
+    if unchanged() {
+        return Ok(());
+    }
+    let shared: u64 = (0..k.shards.len())
+        .map(|i| k.shards.lock(i).trees.counters.pages_shared)
+        .sum();
+    if shared != 0 {
+        return Err(EBUSY);
+    }
+    let mut busy = false;
+    for i in 0..k.shards.len() {
+        let mut sh = k.shards.lock(i);
+        let Shard { trees, token } = &mut *sh;
+        busy |= trees.drain_for_knob(&k.backend, token).is_err();
+        publish_shard(&sh);
+    }
+    if busy {
+        return Err(EBUSY);
+    }
+    let mut ready = KVec::with_capacity(NR_SHARDS, GFP_KERNEL)?;
+    for i in 0..k.shards.len() {
+        ready.push(prepare(&k.shards.lock(i).trees)?, GFP_KERNEL)?;
+    }
+    // Applied from the last shard to the first, as `pop` hands them back.
+    for i in (0..k.shards.len()).rev() {
+        if let Some(p) = ready.pop() {
+            let mut sh = k.shards.lock(i);
+            commit(&mut sh.trees, p);
+            publish_shard(&sh);
+        }
+    }
+    publish();
+    Ok(())
+}
+
+/// The `merge_across_nodes` and `max_page_sharing` that the trees use, under the scan lock;
+/// `None` if the shards disagree (a knob change only ever applies to all of them at once).
+#[cfg(CONFIG_KUNIT)]
+pub(crate) fn tree_knobs() -> Option<(bool, usize)> {
+    let k = ksm();
+    let _st = k.lock_scan();
+    let knobs = |i: usize| {
+        let t = &k.shards.lock(i).trees;
+        (t.merge_across_nodes(), t.max_page_sharing)
+    };
+    let first = knobs(0);
+    (1..k.shards.len())
+        .all(|i| knobs(i) == first)
+        .then_some(first)
+}
+
+/// Sets `merge_across_nodes` (C's `merge_across_nodes_store()`).
+pub(crate) fn set_merge_across_nodes(on: bool) -> Result {
+    if STATS.merge_across_nodes.load(Relaxed) == on {
+        return Ok(());
+    }
+    change_trees(
+        || STATS.merge_across_nodes.load(Relaxed) == on,
+        |t| t.prepare_merge_across_nodes(on),
+        |t, p| t.commit_merge_across_nodes(on, p),
+        || STATS.merge_across_nodes.store(on, Relaxed),
+    )
+}
+
+/// Sets `max_page_sharing` (C's `max_page_sharing_store()`).
+pub(crate) fn set_max_page_sharing(max: usize) -> Result {
+    if max < 2 {
+        return Err(EINVAL);
+    }
+    if STATS.max_page_sharing.load(Relaxed) == max as i64 {
+        return Ok(());
+    }
+    change_trees(
+        || STATS.max_page_sharing.load(Relaxed) == max as i64,
+        |_| Ok(()),
+        |t, ()| t.max_page_sharing = max,
+        || STATS.max_page_sharing.store(max as i64, Relaxed),
+    )
+}
+
+impl ScanState {
+    /// Breaks every KSM page in the mergeable areas of `slot`.
+    pub(super) fn unmerge_slot(slot: &MmSlot, guard: &MmapReadGuard<'_>) -> Result {
+        if slot.mm.is_exiting() {
+            return Ok(());
+        }
+        for vma in guard.vmas_from(0) {
+            if vma.flags() & flags::MERGEABLE == 0 || !vma.has_anon_vma() {
+                continue;
+            }
+            let mut addr = vma.start();
+            while addr < vma.end() {
+                if slot.mm.is_exiting() {
+                    break;
+                }
+                if kthread::signal_pending() {
+                    return Err(ERESTARTSYS);
+                }
+                pgtable::break_ksm(vma, addr, None)?;
+                addr += PAGE_SIZE;
+            }
+        }
+        Ok(())
+    }
+
+    /// Unmerges every KSM page of every registered address space and frees every rmap_item
+    /// (C's `unmerge_and_remove_all_rmap_items()`), for `run = 2`.
+    pub(super) fn unmerge_all(&mut self, k: &Ksm) -> Result {
+        let mut next = k.slots.lock().rewind();
+        while let Some(slot) = next {
+            let guard = slot.mm.mmap_read_lock();
+            if let Err(e) = Self::unmerge_slot(&slot, &guard) {
+                drop(guard);
+                let mut sl = k.slots.lock();
+                sl.cursor = sl.slots.len();
+                return Err(e);
+            }
+            drop(guard);
+            slot.items.get_mut(&mut self.slots_token).rewind();
+            self.remove_trailing(k, &slot);
+            let mut sl = k.slots.lock();
+            let here = sl.cursor;
+            next = sl.advance();
+            if slot.mm.is_exiting() {
+                if sl.slots.get(here).is_some_and(|s| Arc::ptr_eq(s, &slot)) {
+                    sl.remove(here);
+                    k.nr_slots.fetch_sub(1, Relaxed);
+                }
+                drop(sl);
+                slot.mm.clear_flag(MmFlag::VmMergeable);
+                slot.mm.clear_flag(MmFlag::VmMergeAny);
+            }
+        }
+        // Stable nodes whose pages are still mapped stay; nothing to worry about.
+        for i in 0..NR_SHARDS {
+            let _ = k.in_shard(i, |t, token| t.remove_all_stable_nodes(&k.backend, token));
+        }
+        self.seqnr = 0;
+        self.publish();
+        Ok(())
+    }
+}

@@ -1,0 +1,505 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! A pass of the scanner (C's `ksm_do_scan()` and `scan_get_next_rmap_item()`): `ksmd` gathers a
+//! batch of pages of one address space under one mmap lock hold (taking their items off its
+//! list, so that it owns them meanwhile), then merges them, by itself in order with one thread
+//! (C's order), or with the helpers of its [`Crew`], which take the pages from both ends of the
+//! batch; it puts the items back and walks on once every page is done. Smart scanning skips
+//! pages that have not merged for a while.
+
+use super::*;
+
+/// How many pages `ksmd` gathers for a batch (C walks to one page at a time). Each batch costs a
+/// walk start under the mmap lock, putting its items back, publishing the counters of the shards
+/// it changed and, with helpers, a hand-over during which a helper waits. With two threads,
+/// 4096 pages ran the prefix workload 6% faster than 1024 (`scripts/dev/ab.sh`, TCG, four runs
+/// each; one thread: no difference), and two threads taking pages from both ends of a batch
+/// still work in different page tables until they meet, rather than waiting for each other's
+/// page table lock. The pages of a batch keep a reference until they are merged, so more is not
+/// free either. (The batch vectors, 96 KiB each, are `kvmalloc`ed once at init.)
+pub(super) const BATCH: usize = 4096;
+
+/// The fewest pages of a batch that `ksmd` shares with its helpers. Waking a helper costs more
+/// than a few pages take, and a small batch is most often the end of a small address space:
+/// merged by `ksmd` alone, its pages are visited just before the pass ends, as with one thread
+/// (the selftest `ksm_tests -U` writes two pages and expects the pass that ends next to have
+/// seen the writes; waiting for a helper there made that pass end later).
+pub(super) const SHARED_BATCH: usize = 32;
+
+/// A scanner thread takes this many pages of a batch at a time, and offers to reschedule between
+/// them.
+pub(super) const RESCHED_EVERY: usize = 8;
+
+/// A page of a batch, with its rmap_item, taken off its address space's list meanwhile.
+pub(super) struct Entry {
+    pub(super) item: Pin<KBox<Item>>,
+    /// The page to merge; `None` if smart scanning skips it this pass (the item only leaves
+    /// its tree).
+    pub(super) page: Option<Page>,
+}
+
+/// What gathering a batch of pages stopped at.
+pub(super) enum Gathered {
+    /// The batch is full.
+    Full,
+    /// The end of the address space's mergeable areas.
+    SlotEnd,
+    /// No memory for an rmap_item.
+    NoMemory,
+}
+
+/// The scanner's state (C's `ksm_scan`), under the scan lock.
+pub(crate) struct ScanState {
+    pub(super) slots_token: SlotsToken,
+    /// The batches being worked on (empty between scans; each has room for `BATCH`).
+    pub(super) batch: KVVec<Entry>,
+    pub(super) spare: KVVec<Entry>,
+    /// The pages of one page table that gathering found (empty between gatherings, with room for
+    /// `BATCH`).
+    pub(super) found: KVVec<(usize, HeldPage)>,
+    /// Items taken off their list while an mmap lock was held, to free once it is dropped (a
+    /// shard lock, which freeing takes, is never taken inside an mmap lock: tree work takes
+    /// mmap locks inside shard locks).
+    pub(super) doomed: KVec<Pin<KBox<Item>>>,
+    pub(super) address: usize,
+    pub(super) seqnr: u64,
+    pub(super) rmap_items: usize,
+    pub(super) pages_scanned: u64,
+    pub(super) pages_skipped: u64,
+    pub(super) advisor: Advisor,
+    /// Memory is going offline: the trees are left alone until it is done (C's
+    /// `KSM_RUN_OFFLINE`, see [`Offlining`]).
+    pub(super) offlining: bool,
+}
+
+/// How many passes an item is skipped after `age` passes without merging (C's `skip_age()`).
+pub(super) fn skip_age(age: u8) -> u8 {
+    match age {
+        0..=3 => 1,
+        4..=5 => 2,
+        6..=8 => 4,
+        _ => 8,
+    }
+}
+
+impl Ksm {
+    /// Runs the tree algorithm for every page of `batch`, on `threads` threads at most (this
+    /// one and helpers). Each page's reference is dropped as soon as it is done with, as with
+    /// one page at a time: a reference more makes a page fail the merge's reference count check
+    /// when another page of the batch meets it in the unstable tree.
+    ///
+    /// Meanwhile the calling thread runs `own` first, and then joins the work; its result is
+    /// returned.
+    pub(super) fn merge_batch<R>(
+        &self,
+        batch: &mut [Entry],
+        threads: usize,
+        own: impl FnOnce() -> R,
+    ) -> R {
+        let n = batch.len();
+        let work = WorkList::new(batch);
+        // Threads take pages from both ends of the batch: until they meet, they work in
+        // different page tables and do not wait for each other's page table locks.
+        let job = |i: usize| {
+            // A few pages at a time: one atomic operation on the list's shared ends for each
+            // few, not for each page (the threads would hand its cache line to and fro).
+            let take = || {
+                if i % 2 == 0 {
+                    work.take_some(RESCHED_EVERY)
+                } else {
+                    work.take_some_back(RESCHED_EVERY)
+                }
+            };
+            let mut step = self.step();
+            let mut one = |e: &mut Entry| match e.page.take() {
+                Some(page) => {
+                    step.cmp_and_merge(e.item.as_ref(), &page);
+                }
+                None => step.remove_item(&e.item),
+            };
+            // A chance to reschedule every few pages, not after the last one: the pass may end
+            // right after it, and should do so as soon after looking at its pages as C's does.
+            // (A call per page was 4% of a thread's time; a few pages take microseconds.)
+            let mut first = true;
+            loop {
+                let some = take();
+                if some.is_empty() {
+                    break;
+                }
+                if !first {
+                    kthread::cond_resched();
+                }
+                first = false;
+                if i % 2 == 0 {
+                    some.iter_mut().for_each(&mut one);
+                } else {
+                    some.iter_mut().rev().for_each(&mut one);
+                }
+            }
+        };
+        let helpers = if n < SHARED_BATCH {
+            0
+        } else {
+            (threads - 1).min(self.helpers.load(Relaxed)).min(n - 1)
+        };
+        self.crew.run_beside(helpers, &job, own)
+    }
+}
+
+impl ScanState {
+    /// Publishes the statistics of the scan for sysfs (each shard publishes its own).
+    pub(super) fn publish(&self) {
+        STATS
+            .pages_scanned
+            .store(self.pages_scanned as i64, Relaxed);
+        STATS
+            .pages_skipped
+            .store(self.pages_skipped as i64, Relaxed);
+        STATS.rmap_items.store(self.rmap_items as i64, Relaxed);
+        STATS.full_scans.store(self.seqnr as i64, Relaxed);
+    }
+
+    /// Scans up to `n` pages (C's `ksm_do_scan()`), in batches of one address space: with one
+    /// scanner thread merged in order by `ksmd`, with more shared with the helpers.
+    pub(super) fn do_scan(&mut self, k: &Ksm, n: usize) {
+        let threads = (tunables::SCAN_THREADS.load(Relaxed) as usize).max(1);
+        let mut left = n;
+        // `cur`: the batch to run next, of `slot`, and what gathering it stopped at.
+        let mut cur = core::mem::replace(&mut self.batch, KVVec::new());
+        let mut next = core::mem::replace(&mut self.spare, KVVec::new());
+        let mut at: Option<(Arc<MmSlot>, Gathered)> = None;
+        loop {
+            let (slot, gathered) = match at.take() {
+                Some(a) => a,
+                None => {
+                    if left == 0 || kthread::freezing() {
+                        break;
+                    }
+                    kthread::cond_resched();
+                    let Some(slot) = self.slot_to_scan(k) else {
+                        break;
+                    };
+                    let g = self.gather(k, &slot, &mut cur, left.min(BATCH));
+                    self.free_doomed(k, &slot);
+                    (slot, g)
+                }
+            };
+            let pages = cur.iter().filter(|e| e.page.is_some()).count();
+            left -= pages;
+            // While the helpers run this batch, `ksmd` gathers the next one of the same address
+            // space (their items are off its list, so the walk does not meet them).
+            let ahead = matches!(gathered, Gathered::Full)
+                && threads > 1
+                && left > 0
+                && !kthread::freezing();
+            let ahead = k.merge_batch(&mut cur, threads, || {
+                ahead.then(|| self.gather(k, &slot, &mut next, left.min(BATCH)))
+            });
+            self.free_doomed(k, &slot);
+            self.put_back(&slot, &mut cur);
+            // The batch's pages are let go of: the large folios its merges could not split may
+            // be split now.
+            k.backend.split_deferred();
+            self.pages_scanned += pages as u64;
+            k.publish_shards();
+            self.publish();
+            if let Some(g) = ahead {
+                core::mem::swap(&mut cur, &mut next);
+                at = Some((slot, g));
+                continue;
+            }
+            match gathered {
+                Gathered::Full => {}
+                Gathered::NoMemory => break,
+                Gathered::SlotEnd => {
+                    if !self.next_slot(k, slot) {
+                        break;
+                    }
+                }
+            }
+        }
+        self.batch = cur;
+        self.spare = next;
+        self.publish();
+    }
+
+    /// Frees the items that gathering took off `slot`'s list.
+    pub(super) fn free_doomed(&mut self, k: &Ksm, slot: &MmSlot) {
+        while let Some(item) = self.doomed.pop() {
+            self.free_item(k, slot, item);
+        }
+    }
+
+    /// Puts the items of `batch` back on `slot`'s list, just before its cursor, in order, and
+    /// drops what is left of the batch.
+    pub(super) fn put_back(&mut self, slot: &MmSlot, batch: &mut KVVec<Entry>) {
+        let list = slot.items.get_mut(&mut self.slots_token);
+        let n = batch.len();
+        while let Some(e) = batch.pop() {
+            // Cannot fail: an item's links are at their declared offset.
+            let _ = list.insert(e.item);
+        }
+        for _ in 0..n {
+            list.advance();
+        }
+    }
+
+    /// Frees an rmap_item taken off its slot's list: out of the trees first.
+    pub(super) fn free_item(&mut self, k: &Ksm, slot: &MmSlot, item: Pin<KBox<Item>>) {
+        k.remove_item(&item);
+        self.rmap_items -= 1;
+        slot.nr_items.fetch_sub(1, Relaxed);
+        item.mapping().mm().ksm_counters().add_rmap_items(-1);
+        drop(item);
+    }
+
+    /// Takes out and frees every rmap_item of `slot` from its cursor on (C's
+    /// `remove_trailing_rmap_items()`).
+    pub(super) fn remove_trailing(&mut self, k: &Ksm, slot: &MmSlot) {
+        while let Some(item) = slot.items.get_mut(&mut self.slots_token).remove_current() {
+            self.free_item(k, slot, item);
+        }
+    }
+
+    /// Leaves the slot's list cursor at the rmap_item for `addr`, creating one if needed, and
+    /// takes the items before it that were not met off the list, to be freed once the mmap lock
+    /// is dropped (C's `get_next_rmap_item()`). `false` if no memory could be had.
+    pub(super) fn item_at(&mut self, slot: &MmSlot, addr: usize) -> bool {
+        loop {
+            let list = slot.items.get(&self.slots_token);
+            let Some(item) = list.current() else {
+                break;
+            };
+            let a = item.mapping().addr();
+            if a == addr {
+                return true;
+            }
+            if a > addr {
+                break;
+            }
+            // Its address was not mapped, or not mergeable, this time: drop it (once the mmap
+            // lock is dropped).
+            if self.doomed.reserve(1, GFP_KERNEL).is_err() {
+                return false;
+            }
+            if let Some(stale) = slot.items.get_mut(&mut self.slots_token).remove_current() {
+                if let Err(stale) = self.doomed.push_within_capacity(stale) {
+                    // Cannot be (room was made); an item in a tree must not be dropped.
+                    let _ = slot.items.get_mut(&mut self.slots_token).insert(stale);
+                    return false;
+                }
+            }
+        }
+        let Ok(item) = KBox::pin(
+            RmapItem::new(Mapping::new(slot.mm.clone(), addr)),
+            GFP_KERNEL | __GFP_NORETRY | __GFP_NOWARN,
+        ) else {
+            return false;
+        };
+        // A new item is in no tree: any shard's lock will do to see that; spread them.
+        item.set_shard((addr / PAGE_SIZE) % NR_SHARDS);
+        if slot
+            .items
+            .get_mut(&mut self.slots_token)
+            .insert(item)
+            .is_err()
+        {
+            return false;
+        }
+        self.rmap_items += 1;
+        slot.nr_items.fetch_add(1, Relaxed);
+        slot.mm.ksm_counters().add_rmap_items(1);
+        true
+    }
+
+    /// Whether smart scanning skips the page at the slot's cursor this pass (C's
+    /// `should_skip_rmap_item()`): pages that failed to merge for a while are looked at less
+    /// and less often. A skipped page's item only leaves its tree (see [`ScanState::gather`]).
+    pub(super) fn should_skip(&mut self, k: &Ksm, slot: &MmSlot, page: &Page) -> bool {
+        if !tunables::SMART_SCAN.load(Relaxed) || k.backend.is_ksm(page) {
+            return false;
+        }
+        let Some(item) = slot.items.get(&self.slots_token).current() else {
+            return false;
+        };
+        let (age, skips) = item.age();
+        let next = age.saturating_add(1);
+        if age < 3 {
+            item.set_age(next, skips);
+            return false;
+        }
+        if skips == 0 {
+            item.set_age(next, skip_age(age));
+            return false;
+        }
+        item.set_age(next, skips - 1);
+        self.pages_skipped += 1;
+        true
+    }
+
+    /// The address space being scanned, with the scan address and its list cursor where the
+    /// scan is in it; at the head, a pass starts. `None` when nothing is registered.
+    pub(super) fn slot_to_scan(&mut self, k: &Ksm) -> Option<Arc<MmSlot>> {
+        let sl = k.slots.lock();
+        if sl.slots.is_empty() {
+            return None;
+        }
+        if let Some(s) = sl.current() {
+            return Some(s);
+        }
+        drop(sl);
+        self.start_pass(k);
+        let s = k.slots.lock().rewind()?;
+        self.address = 0;
+        s.items.get_mut(&mut self.slots_token).rewind();
+        Some(s)
+    }
+
+    /// Gathers up to `want` pages of `slot`, from the scan address on, into `batch`, taking
+    /// their items off the slot's list (C's inner loop of `scan_get_next_rmap_item()`, for
+    /// several pages under one mmap lock). Pages that smart scanning skips are in the batch too,
+    /// without their page.
+    pub(super) fn gather(
+        &mut self,
+        k: &Ksm,
+        slot: &MmSlot,
+        batch: &mut KVVec<Entry>,
+        want: usize,
+    ) -> Gathered {
+        if batch.len() >= want {
+            return Gathered::Full;
+        }
+        let mut found = core::mem::replace(&mut self.found, KVVec::new());
+        let gathered = self.gather_into(k, slot, batch, want, &mut found);
+        // Pages found but not taken (the walk stopped early) are let go.
+        while found.pop().is_some() {}
+        self.found = found;
+        gathered
+    }
+
+    /// [`ScanState::gather`], with `found` (empty, with room for `BATCH`) for the pages of one
+    /// page table at a time.
+    pub(super) fn gather_into(
+        &mut self,
+        k: &Ksm,
+        slot: &MmSlot,
+        batch: &mut KVVec<Entry>,
+        want: usize,
+        found: &mut KVVec<(usize, HeldPage)>,
+    ) -> Gathered {
+        let guard = slot.mm.mmap_read_lock();
+        // One walk of the areas from the scan address on, a page table at a time within each.
+        for vma in guard.vmas_from(self.address) {
+            if vma.flags() & flags::MERGEABLE == 0 {
+                continue;
+            }
+            if self.address < vma.start() {
+                self.address = vma.start();
+            }
+            if !vma.has_anon_vma() {
+                self.address = vma.end();
+            }
+            while self.address < vma.end() {
+                if slot.mm.is_exiting() {
+                    return Gathered::SlotEnd;
+                }
+                kthread::cond_resched();
+                let next =
+                    pgtable::anon_pages(vma, self.address, vma.end(), found, want - batch.len());
+                // In address order, as the slot's list of items is.
+                found.as_mut_slice().reverse();
+                while let Some((addr, held)) = found.pop() {
+                    let page = Page(held);
+                    if !self.item_at(slot, addr) {
+                        return Gathered::NoMemory;
+                    }
+                    self.address = addr + PAGE_SIZE;
+                    let page = (!self.should_skip(k, slot, &page)).then_some(page);
+                    let list = slot.items.get_mut(&mut self.slots_token);
+                    if let Some(item) = list.remove_current() {
+                        // Room for `BATCH` was made at init, and `want` is at most that.
+                        if let Err(e) = batch.push_within_capacity(Entry { item, page }) {
+                            let _ = list.insert(e.item);
+                            list.advance();
+                            return Gathered::Full;
+                        }
+                    }
+                    if batch.len() >= want {
+                        return Gathered::Full;
+                    }
+                }
+                // Every address before `next` was looked at.
+                self.address = next;
+            }
+        }
+        Gathered::SlotEnd
+    }
+
+    /// Finishes the scan of `slot`, whose mergeable areas were all walked, and moves to the next
+    /// address space; at the head the pass ends, and `false` is returned.
+    pub(super) fn next_slot(&mut self, k: &Ksm, slot: Arc<MmSlot>) -> bool {
+        if slot.mm.is_exiting() {
+            self.address = 0;
+            slot.items.get_mut(&mut self.slots_token).rewind();
+        }
+        // The items from the cursor on had no mergeable page this time.
+        self.remove_trailing(k, &slot);
+        // No mergeable area was met while walking the whole address space (it is exiting, or
+        // they were all unmapped): it leaves KSM, as C does, and as in C under the mmap lock,
+        // looking at its areas again. A `MADV_MERGEABLE` since the walk saw the address space
+        // registered and did not register it again: its area is seen here and the slot stays;
+        // one after this sees the flag clear and registers it anew.
+        let guard = (self.address == 0).then(|| slot.mm.mmap_read_lock());
+        let leaves = guard.as_ref().is_some_and(|g| {
+            slot.mm.is_exiting() || !g.vmas_from(0).any(|v| v.flags() & flags::MERGEABLE != 0)
+        });
+        let mut sl = k.slots.lock();
+        let here = sl.cursor;
+        let next = sl.advance();
+        let removed = leaves && sl.slots.get(here).is_some_and(|s| Arc::ptr_eq(s, &slot));
+        if removed {
+            sl.remove(here);
+            k.nr_slots.fetch_sub(1, Relaxed);
+        }
+        drop(sl);
+        if removed {
+            slot.mm.clear_flag(MmFlag::VmMergeable);
+        }
+        drop(guard);
+        match next {
+            Some(n) => {
+                self.address = 0;
+                n.items.get_mut(&mut self.slots_token).rewind();
+                true
+            }
+            None => {
+                self.end_pass(k);
+                false
+            }
+        }
+    }
+
+    pub(super) fn start_pass(&mut self, k: &Ksm) {
+        if tunables::ADVISOR_SCAN_TIME.load(Relaxed) {
+            self.advisor.start_ns = kthread::ktime_ns();
+        }
+        trace::start_scan(self.seqnr, self.rmap_items as u64);
+        // Pages in per-CPU LRU caches have a raised count that stops write-protection.
+        mm::lru_add_drain_all();
+        for i in 0..NR_SHARDS {
+            k.in_shard(i, |t, token| {
+                t.reset_unstable();
+                t.retry_misplaced(&k.backend, token);
+            });
+        }
+    }
+
+    pub(super) fn end_pass(&mut self, k: &Ksm) {
+        if tunables::ADVISOR_SCAN_TIME.load(Relaxed) {
+            self.scan_time_advisor(k);
+        }
+        trace::stop_scan(self.seqnr, self.rmap_items as u64);
+        self.seqnr += 1;
+        self.publish();
+    }
+}
