@@ -576,6 +576,11 @@ pub fn unlink<T: HListNode>(elem: &T, token: &mut T::Token) -> bool {
 /// A value that a holder of `&K` may read and a holder of `&mut K` may change, for data that
 /// lives next to token-governed lists (KSM's chains of stable nodes).
 ///
+/// It is not [`crate::sync::LockedBy`], which proves access by a borrow of the data a given lock
+/// protects: the lists here are governed by tokens, values that are not locks (a shard's token
+/// lives under the shard's lock, but a single-threaded user, such as a KUnit suite, holds one
+/// with no lock at all), and a cell must check the same token as the lists next to it.
+///
 /// `T: Unpin`: handing out `&mut T` must not let pinned data move.
 pub struct TokenCell<T: Unpin, K: Token> {
     value: core::cell::UnsafeCell<T>,

@@ -2,6 +2,10 @@
 
 //! Kernel threads, and wait queues that such threads sleep on freezably.
 //!
+//! [`WaitQueue`] is not [`crate::sync::CondVar`]: a kernel thread that the freezer must be able
+//! to stop sleeps with `wait_event_freezable()`, which 6.12's `CondVar` has no form of, and
+//! KSM's threads wait for a condition on atomics rather than under a lock.
+//!
 //! C headers: [`include/linux/kthread.h`](srctree/include/linux/kthread.h),
 //! [`include/linux/freezer.h`](srctree/include/linux/freezer.h),
 //! [`include/linux/wait.h`](srctree/include/linux/wait.h)
@@ -134,32 +138,12 @@ pub fn cond_resched() {
     unsafe { bindings::cond_resched() };
 }
 
-/// Whether a signal is pending for the current task.
-#[inline]
-pub fn signal_pending() -> bool {
-    // SAFETY: Reads the current task's state.
-    unsafe { bindings::signal_pending_current() }
-}
-
-/// The monotonic clock, in nanoseconds (C's `ktime_get()`).
-#[inline]
-pub fn ktime_ns() -> i64 {
-    // SAFETY: Always callable.
-    unsafe { bindings::ktime_get() }
-}
-
-/// The jiffies counter.
+/// The jiffies counter (`get_jiffies_64()`). 6.12's [`crate::time`] has the jiffies types and
+/// conversions but no reader of the counter.
 #[inline]
 pub fn jiffies() -> u64 {
     // SAFETY: Always callable.
     unsafe { bindings::get_jiffies_64() }
-}
-
-/// Milliseconds in jiffies.
-#[inline]
-pub fn msecs_to_jiffies(ms: u32) -> usize {
-    // SAFETY: Pure conversion.
-    unsafe { bindings::__msecs_to_jiffies(ms) as usize }
 }
 
 /// A wait queue (C's `wait_queue_head_t`).

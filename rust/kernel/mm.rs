@@ -18,7 +18,8 @@ use crate::{
 };
 use core::{marker::PhantomData, ptr::NonNull};
 
-/// Makes a guard `!Send` and `!Sync`: a lock is released by the thread that took it.
+/// Makes a guard `!Send` and `!Sync`: a lock is released by the thread that took it. (6.12's
+/// `kernel::types` has no `NotThreadSafe` yet; upstream added one in 6.13, which this mirrors.)
 type NotThreadSafe = PhantomData<*mut ()>;
 #[allow(non_upper_case_globals)]
 const NotThreadSafe: NotThreadSafe = PhantomData;

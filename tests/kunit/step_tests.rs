@@ -131,7 +131,7 @@ fn run(
             tally.joined.fetch_add(1, Relaxed);
             // Every thread waits for the others (a second at most), so that they run the
             // step at once rather than one after another.
-            let until = kthread::jiffies() + kthread::msecs_to_jiffies(1000) as u64;
+            let until = kthread::jiffies() + kernel::time::msecs_to_jiffies(1000) as u64;
             while tally.joined.load(Relaxed) < threads && kthread::jiffies() < until {
                 kthread::cond_resched();
             }

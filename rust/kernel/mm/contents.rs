@@ -108,8 +108,8 @@ impl<'a> PageBytes<'a> {
         let mut i = first;
         // Blocks of eight words with one test each (as `memcmp()` does words rather than bytes),
         // then the word that differs. Written out rather than as an iterator: how well an
-        // iterator here is optimised changed with unrelated changes elsewhere in the crate, by
-        // up to 3x on this, the hottest loop of KSM. The test is of the block's differences
+        // iterator here is optimised changed with unrelated changes elsewhere in the crate, and
+        // this is the hottest loop of KSM. The test is of the block's differences
         // through `opaque`, or LLVM turns it back into a compare and a branch per word: a branch
         // costs more than the loads under emulation (every branch ends a TCG translation block),
         // and a well-predicted one costs nothing on hardware either way.
@@ -183,7 +183,7 @@ impl<'a> PageBytes<'a> {
     /// differ in several places leave equal ones only by a 64-bit coincidence; the 32 bits kept
     /// collide as randomly as xxhash's. It takes three operations per word where xxhash takes
     /// four, one of them a rotation, which an emulator makes expensive (it must work out the
-    /// flags): in the guest under TCG, about 0.7 times xxhash's time per page.
+    /// flags).
     ///
     /// Nothing depends on its quality for correctness: a change it misses lets a changing page
     /// into the unstable tree, and equal checksums are always followed by a comparison of the

@@ -73,7 +73,7 @@ fn unmerge_range(
         if vma.mm().is_exiting() {
             break;
         }
-        if kthread::signal_pending() {
+        if kernel::current!().signal_pending() {
             return Err(ERESTARTSYS);
         }
         pgtable::break_ksm(vma, addr, locked)?;

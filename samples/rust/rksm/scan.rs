@@ -49,6 +49,7 @@ use kernel::slist::SList;
 use kernel::str::CString;
 use kernel::sync::lock::{mutex::MutexBackend, Guard};
 use kernel::sync::{new_condvar, new_mutex, Arc, CondVar, Mutex};
+use kernel::time::Ktime;
 use kernel::types::ARef;
 
 mod advisor;

@@ -177,7 +177,7 @@ impl<B: Backend> Trees<B> {
             order: self.order,
             max_page_sharing: self.max_page_sharing,
             now: kernel::kthread::jiffies(),
-            prune_jiffies: kernel::kthread::msecs_to_jiffies(self.chain_prune_ms) as u64,
+            prune_jiffies: kernel::time::msecs_to_jiffies(self.chain_prune_ms) as u64,
             trust_checksum: false,
         }
     }

@@ -26,7 +26,7 @@ impl ScanState {
     /// scanner thread, `ksmd`'s helpers included (they do part of the pass's work).
     pub(super) fn scan_time_advisor(&mut self, k: &Ksm) {
         let a = &mut self.advisor;
-        let scan_time = (((kthread::ktime_ns() - a.start_ns) / 1_000_000_000) as u64).max(1);
+        let scan_time = (((Ktime::ktime_get().to_ns() - a.start_ns) / 1_000_000_000) as u64).max(1);
         let cpu: u64 = k.threads.lock().iter().map(|t| t.runtime_ns()).sum();
         let cpu_ms = cpu.saturating_sub(a.cpu_ns) / 1_000_000;
         let cpu_percent = ((cpu_ms * 100) / (scan_time * 1000)).max(1);

@@ -176,7 +176,7 @@ impl ScanState {
                 if slot.mm.is_exiting() {
                     break;
                 }
-                if kthread::signal_pending() {
+                if kernel::current!().signal_pending() {
                     return Err(ERESTARTSYS);
                 }
                 pgtable::break_ksm(vma, addr, None)?;

@@ -35,7 +35,7 @@ pub(super) fn ksmd() {
             let ms = tunables::SLEEP_MS.load(Relaxed);
             k.iter_wait.wait_freezable(
                 || ms != tunables::SLEEP_MS.load(Relaxed),
-                Some(kthread::msecs_to_jiffies(ms)),
+                Some(kernel::time::msecs_to_jiffies(ms) as usize),
             );
         } else {
             k.thread_wait

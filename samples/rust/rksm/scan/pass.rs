@@ -11,12 +11,12 @@ use super::*;
 
 /// How many pages `ksmd` gathers for a batch (C walks to one page at a time). Each batch costs a
 /// walk start under the mmap lock, putting its items back, publishing the counters of the shards
-/// it changed and, with helpers, a hand-over during which a helper waits. With two threads,
-/// 4096 pages ran the prefix workload 6% faster than 1024 (`scripts/dev/ab.sh`, TCG, four runs
-/// each; one thread: no difference), and two threads taking pages from both ends of a batch
-/// still work in different page tables until they meet, rather than waiting for each other's
-/// page table lock. The pages of a batch keep a reference until they are merged, so more is not
-/// free either. (The batch vectors, 96 KiB each, are `kvmalloc`ed once at init.)
+/// it changed and, with helpers, a hand-over during which a helper waits: fewer, larger batches
+/// cost less (the measurement is in Documentation/mm/rksm.rst), and two threads taking pages from
+/// both ends of a large batch work in different page tables until they meet, rather than
+/// waiting for each other's page table lock. The pages of a batch keep a reference until they
+/// are merged, so more is not free either. (The batch vectors, 96 KiB each, are `kvmalloc`ed
+/// once at init.)
 pub(super) const BATCH: usize = 4096;
 
 /// The fewest pages of a batch that `ksmd` shares with its helpers. Waking a helper costs more
@@ -119,7 +119,7 @@ impl Ksm {
             };
             // A chance to reschedule every few pages, not after the last one: the pass may end
             // right after it, and should do so as soon after looking at its pages as C's does.
-            // (A call per page was 4% of a thread's time; a few pages take microseconds.)
+            // (A call per page costs more than it is worth; a few pages take microseconds.)
             let mut first = true;
             loop {
                 let some = take();
@@ -481,7 +481,7 @@ impl ScanState {
 
     pub(super) fn start_pass(&mut self, k: &Ksm) {
         if tunables::ADVISOR_SCAN_TIME.load(Relaxed) {
-            self.advisor.start_ns = kthread::ktime_ns();
+            self.advisor.start_ns = Ktime::ktime_get().to_ns();
         }
         trace::start_scan(self.seqnr, self.rmap_items as u64);
         // Pages in per-CPU LRU caches have a raised count that stops write-protection.
