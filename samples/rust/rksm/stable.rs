@@ -7,6 +7,9 @@
 //! the same contents is made and the node becomes a *chain* whose *dups* are the nodes of the
 //! equal pages (as 6.12's KSM does, to bound the cost of the reverse map of one page). A chain
 //! stands in the tree for all its dups, which it owns.
+//!
+//! This file has the nodes and the lookups by contents; [`remove`] takes mappings and nodes out,
+//! and [`known`] finds a node the caller already knows.
 
 use crate::backend::{Backend, Contents};
 use crate::compare::{Descent, Key, Order, Stats};
@@ -21,6 +24,11 @@ use kernel::prelude::*;
 use kernel::search_tree::{
     BoxTree, Occupied, PlaceMark, Prune, Step, TreeLinks, TreeNode, Visit, Walk,
 };
+
+mod known;
+mod remove;
+
+pub(crate) use remove::{clear_stale, remove_item};
 
 /// A chain's dups, and when its stale dups were last pruned all at once.
 struct Chain<B: Backend> {
@@ -266,48 +274,6 @@ pub(crate) enum Search<'a, 'b, B: Backend> {
     Unproven,
 }
 
-/// Takes every mapping off the stable node `item` is under, whose KSM page is gone (C's
-/// `remove_node_from_stable_tree()`, but the empty node itself stays in the tree until a lookup
-/// meets it and prunes it). Each item becomes loose.
-pub(crate) fn clear_stale<B: Backend>(
-    backend: &B,
-    token: &mut B::Token,
-    item: &RmapItem<B>,
-    c: &mut Counters,
-) {
-    if let Some(node) = hlist::owner_of(item, token) {
-        backend.dropping_mappings(node, token);
-    }
-    let n = hlist::clear_list_of(item, token, |i| backend.unmerged(i)) as u64;
-    if n > 0 {
-        c.pages_shared -= 1;
-        c.pages_sharing -= n - 1;
-    }
-}
-
-/// Takes `item` off the mappings of the stable node it is under (C's
-/// `remove_rmap_item_from_tree` for a stable item) and returns `true`; `false` if it is under
-/// none. The caller holds the node's KSM page locked. The node stays, even if empty: its page may
-/// still be mapped by forked processes, and the node goes when its page does.
-pub(crate) fn remove_item<B: Backend>(
-    token: &mut B::Token,
-    item: &RmapItem<B>,
-    c: &mut Counters,
-) -> bool {
-    let last = match hlist::owner_of(item, token) {
-        Some(node) => node.items.len() == 1,
-        None => return false,
-    };
-    hlist::unlink(item, token);
-    // As in C: the last mapping of a page counts as shared, the others as sharing.
-    if last {
-        c.pages_shared -= 1;
-    } else {
-        c.pages_sharing -= 1;
-    }
-    true
-}
-
 /// One stable tree (of one NUMA node, or of all).
 pub(crate) struct StableTree<B: Backend> {
     tree: BoxTree<StableNode<B>>,
@@ -355,36 +321,6 @@ impl<B: Backend> StableTree<B> {
     /// The nodes in the tree's order.
     pub(crate) fn iter(&self) -> impl Iterator<Item = &StableNode<B>> {
         self.tree.iter()
-    }
-
-    /// Frees a node taken out of the tree or a chain, and its dups: their items become loose.
-    pub(crate) fn free_node(
-        backend: &B,
-        token: &mut B::Token,
-        node: Pin<KBox<StableNode<B>>>,
-        c: &mut Counters,
-        dup: bool,
-    ) {
-        let n = node.items.len() as u64;
-        if n > 0 {
-            c.pages_shared -= 1;
-            c.pages_sharing -= n - 1;
-            backend.dropping_mappings(&node, token);
-        }
-        node.items.clear(token, |item| backend.unmerged(item));
-        if !node.is_chain() {
-            backend.dropping_node(&node);
-        }
-        if dup {
-            c.dups -= 1;
-        }
-        if let Kind::Chain(chain) = &node.kind {
-            c.chains -= 1;
-            let dups = core::mem::take(&mut chain.get_mut(token).dups);
-            for d in dups {
-                Self::free_node(backend, token, d, c, true);
-            }
-        }
     }
 
     /// The page a chain stands for in comparisons (C's `stable_node_dup()`): that of the dup a
@@ -555,88 +491,6 @@ impl<B: Backend> StableTree<B> {
         }
     }
 
-    /// Takes out every node whose KSM page's frame `in_range` says lies in a range of memory
-    /// that went offline, and the dups of chains so (C's `ksm_check_stable_tree()`): offlining
-    /// migrated every page in use out of the range, so such a node is stale, and its frame may
-    /// stop having a `struct page` when the range is removed. Their mappings become loose.
-    pub(crate) fn remove_range(
-        &mut self,
-        backend: &B,
-        token: &mut B::Token,
-        c: &mut Counters,
-        in_range: impl Fn(&B::KsmPage) -> bool,
-    ) {
-        let stale = |n: &StableNode<B>| n.ksm_page().is_some_and(&in_range);
-        // Dups first: a chain left without dups goes with the plain nodes below.
-        for node in self.tree.iter() {
-            let Kind::Chain(cell) = &node.kind else {
-                continue;
-            };
-            loop {
-                let chain = cell.get_mut(token);
-                let Some(i) = chain.dups.iter().position(|d| stale(d)) else {
-                    break;
-                };
-                // The others keep their order (see `chain_page`).
-                chain.dups[i..].rotate_left(1);
-                let Some(dup) = chain.dups.pop() else {
-                    break;
-                };
-                Self::free_node(backend, token, dup, c, true);
-                kthread::cond_resched();
-            }
-        }
-        while let Some(node) = self.tree.take_first(|n| match &n.kind {
-            Kind::Page(_) => stale(n),
-            Kind::Chain(cell) => cell.get(token).dups.is_empty(),
-        }) {
-            Self::free_node(backend, token, node, c, false);
-            kthread::cond_resched();
-        }
-        if self.tree.is_empty() {
-            self.floor = PAGE_SIZE;
-        }
-    }
-
-    /// Takes out every node that may go (C's `remove_all_stable_nodes()`): nodes with no mapping
-    /// whose KSM page is gone or unmapped. Returns `false` if some could not (a page still
-    /// mapped), as C's `EBUSY`.
-    pub(crate) fn remove_all(
-        &mut self,
-        backend: &B,
-        token: &mut B::Token,
-        c: &mut Counters,
-    ) -> bool {
-        let mut busy = false;
-        // Like C, take the root out again and again, and give up on a busy one.
-        let _ = self.tree.walk_prune(|visit| match visit {
-            Visit::At(node) => {
-                let free = match &node.kind {
-                    Kind::Page(_) => node.items.is_empty() && backend.release(node),
-                    Kind::Chain(chain) => chain
-                        .get(token)
-                        .dups
-                        .iter()
-                        .all(|d| d.items.is_empty() && backend.release(d)),
-                };
-                if free {
-                    Prune::Remove
-                } else {
-                    busy = true;
-                    Prune::Go(Step::Stop)
-                }
-            }
-            Visit::Removed(node) => {
-                Self::free_node(backend, token, node, c, false);
-                Prune::Go(Step::Stop)
-            }
-        });
-        if self.tree.is_empty() {
-            self.floor = PAGE_SIZE;
-        }
-        !busy
-    }
-
     /// Looks up `key` (C's `stable_tree_search`, for a page that is not a KSM page yet).
     ///
     /// Returns the node whose page equals `key` if it may take one more mapping, with its page
@@ -719,115 +573,6 @@ impl<B: Backend> StableTree<B> {
             return Search::Miss(None);
         }
         Search::Found(Found { node, page })
-    }
-
-    /// Takes the node a walk stopped at out of the tree, or its dup `dup` out of the chain it is
-    /// (a chain left without dups goes too).
-    fn take_at(
-        backend: &B,
-        token: &mut B::Token,
-        at: Occupied<'_, StableNode<B>, BoxTree<StableNode<B>>>,
-        dup: Option<usize>,
-        c: &mut Counters,
-    ) -> Option<Pin<KBox<StableNode<B>>>> {
-        let Some(k) = dup else {
-            return Some(at.remove());
-        };
-        let (taken, empty) = {
-            let Kind::Chain(cell) = &at.get().kind else {
-                return None;
-            };
-            let chain = cell.get_mut(token);
-            if k >= chain.dups.len() {
-                return None;
-            }
-            chain.dups[k..].rotate_left(1);
-            (chain.dups.pop(), chain.dups.is_empty())
-        };
-        c.dups -= 1;
-        if empty {
-            Self::free_node(backend, token, at.remove(), c, false);
-        }
-        taken
-    }
-
-    /// Takes the node at `addr`, whose KSM page's contents and checksum are `key`, out of the tree
-    /// (or out of the chain it is a dup of), for it to move to another tree; `None` if it is not
-    /// in this tree.
-    pub(crate) fn take(
-        &mut self,
-        cx: &mut Cx<'_, '_, B>,
-        key: &Key<'_>,
-        addr: *const StableNode<B>,
-    ) -> Option<Pin<KBox<StableNode<B>>>> {
-        let d = Self::descend(&mut self.tree, self.floor, cx, key, false);
-        let (backend, token, c) = (cx.backend, &mut *cx.token, &mut *cx.counters);
-        drop(d.hit);
-        let Walk::Stopped(at) = d.walk else {
-            return None;
-        };
-        if core::ptr::eq(at.get(), addr) {
-            return Some(at.remove());
-        }
-        let k = match &at.get().kind {
-            Kind::Chain(cell) => cell
-                .get(token)
-                .dups
-                .iter()
-                .position(|d| core::ptr::eq(&**d, addr))?,
-            Kind::Page(_) => return None,
-        };
-        Self::take_at(backend, token, at, Some(k), c)
-    }
-
-    /// The node whose KSM page is `kpage` (held, and locked by the caller), whose contents and
-    /// checksum are `key`: a plain node, or a dup of a chain; `None` if no node of this tree has
-    /// that page. The descent passes nodes of other checksums by their checksum, and finds the
-    /// page among the nodes of its checksum by frame; it compares contents only at a node of its
-    /// checksum that is not the page's (none, unless checksums collide).
-    pub(crate) fn node_of_page<'a>(
-        &'a mut self,
-        backend: &B,
-        token: &B::Token,
-        key: &Key<'_>,
-        order: Order,
-        kpage: &B::Page<'_>,
-    ) -> Option<NodeRef<'a, B>> {
-        let mut descent = Descent::new(self.floor, order);
-        let (mut dup, mut found) = (None, false);
-        let pass = |node: &StableNode<B>| match key.sum.cmp(&node.checksum) {
-            _ if order != Order::Checksum => None,
-            core::cmp::Ordering::Less => Some(Step::Left),
-            core::cmp::Ordering::Greater => Some(Step::Right),
-            core::cmp::Ordering::Equal => None,
-        };
-        let walk = self.tree.walk_mut_with(pass, |node| {
-            let steer = match &node.kind {
-                Kind::Page(_) if backend.page_is(kpage, node) => {
-                    found = true;
-                    return Step::Stop;
-                }
-                Kind::Page(_) => backend.ksm_page(node),
-                Kind::Chain(cell) => {
-                    let dups = &cell.get(token).dups;
-                    if let Some(k) = dups.iter().position(|d| backend.page_is(kpage, d)) {
-                        (dup, found) = (Some(k), true);
-                        return Step::Stop;
-                    }
-                    dups.iter().find_map(|d| backend.ksm_page(d))
-                }
-            };
-            // Another node of the key's checksum: its contents say where to go (if they are
-            // equal, or its page is gone, the page is nowhere).
-            steer.map_or(Step::Stop, |p| descent.compare(key.bytes, &p.bytes()).0)
-        });
-        match walk {
-            Walk::Stopped(at) if found => Some(NodeRef {
-                node: at.into_pinned(),
-                dup,
-            }),
-            _ => None,
-        }
     }
 
     /// Adds the new KSM page `page`, whose contents and checksum are `key` and which lies on NUMA
