@@ -12,11 +12,18 @@
 //! while it keeps none, the frame of a page as a hint; it is here because what makes it sound is
 //! the count it holds on an anon_vma.
 //!
+//! The areas of the tree are visited without their address spaces' mmap locks, so the walk hands
+//! them out as [`RmapVmArea`]s, not [`VmArea`]s: the page-table functions of [`super::pgtable`],
+//! which need the mmap lock, do not take them.
+//!
 //! The anon_vma has a module of its own because both the reverse-map abstractions
 //! ([`super::rmap`]) and the records of a KSM implementation keep and lock anon_vmas, and it
 //! depends on nothing of KSM.
 
-use super::{folio::Pfn, virt::VmArea};
+use super::{
+    folio::Pfn,
+    virt::{RmapVmArea, VmArea},
+};
 use crate::{
     bindings,
     types::{ARef, AlwaysRefCounted, Opaque},
@@ -114,8 +121,9 @@ pub struct AnonVmaReadGuard<'a> {
 }
 
 impl AnonVmaReadGuard<'_> {
-    /// The areas whose pages this anon_vma maps (its interval tree, whole).
-    pub fn vmas(&self) -> impl Iterator<Item = &VmArea> + '_ {
+    /// The areas whose pages this anon_vma maps (its interval tree, whole), as the reverse map
+    /// sees them: their mmap locks are not held.
+    pub fn vmas(&self) -> impl Iterator<Item = &RmapVmArea> + '_ {
         // SAFETY: The anon_vma is valid and read-locked; its tree does not change meanwhile.
         let root = unsafe { ptr::addr_of_mut!((*self.av.as_raw()).rb_root) };
         let mut next: Option<*mut bindings::anon_vma_chain> = None;
@@ -135,8 +143,9 @@ impl AnonVmaReadGuard<'_> {
                 return None;
             }
             next = Some(avc);
-            // SAFETY: A chain of the locked tree links a valid area, kept while the lock is held.
-            Some(unsafe { VmArea::from_raw((*avc).vma) })
+            // SAFETY: A chain of the tree links a valid area, linked in the tree whose lock this
+            // thread holds for reading while `self` is borrowed (type invariant).
+            Some(unsafe { RmapVmArea::from_raw((*avc).vma) })
         })
     }
 }

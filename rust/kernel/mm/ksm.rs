@@ -12,7 +12,8 @@
 //! frame ([`AtomicPfn`]) and checks, through that "keyhole", that the folio there still points
 //! back at it ([`get_ksm_folio`]). Code that holds the folio's lock may follow the folio's
 //! pointer to the node ([`ksm_node`]); what keeps that sound is the implementation's promise,
-//! made by implementing [`KsmNode`], about when it frees nodes.
+//! made by implementing [`KsmNode`], about when it frees nodes, and that only [`set_ksm_node`]
+//! tags a `mapping` so, and only on an anonymous folio, whose `mapping` KSM may take over.
 //!
 //! # The interface
 //!
@@ -31,7 +32,11 @@ use super::{
     virt::VmArea,
     Mm, MmWriteLocked,
 };
-use crate::{bindings, error::Result, types::ARef};
+use crate::{
+    bindings,
+    error::{code::EINVAL, Result},
+    types::ARef,
+};
 use core::{
     pin::Pin,
     ptr::NonNull,
@@ -47,6 +52,12 @@ use core::{
 /// anyone, and for as long as any reference returned by [`ksm_node`] lives: they free a node only
 /// after clearing the folio's pointer with the folio locked ([`set_ksm_node`] with `None`), or
 /// after [`get_ksm_folio`] found that no folio points at it any more.
+///
+/// They also promise that the implementing type is the only one in the kernel: a KSM folio's
+/// `mapping` tells that it points at a stable node, not at which type of node, and
+/// [`ksm_node`] takes the node for one of its `T`. (There is one KSM in a kernel:
+/// [`crate::ksm_abi!`] exports its functions under the names of C's `mm/ksm.c`, which is then not
+/// built.)
 pub unsafe trait KsmNode: Sized {}
 
 /// The `mapping` word of a KSM folio that points at `node` (at no node yet, with null).
@@ -69,16 +80,23 @@ fn mapping_at(pfn: Pfn) -> (*mut bindings::folio, usize) {
     (raw, unsafe { bindings::folio_mapping_raw(raw) } as usize)
 }
 
-/// The stable node the locked KSM folio points at, if any.
+/// The stable node the locked KSM folio points at, if any; `None` for any other folio.
+///
+/// Any locked folio may be asked: only a `mapping` tagged `PAGE_MAPPING_KSM` is followed, and
+/// only [`set_ksm_node`] writes that tag. Other folios' are not tagged so: an anonymous folio's
+/// points at its anon_vma (`PAGE_MAPPING_ANON` alone), a file folio's at its file's address space
+/// (no tag, it is aligned), a movable kernel page's at its operations (`PAGE_MAPPING_MOVABLE`
+/// alone). C's KSM, which would write its own nodes there, is not built beside a Rust one (see
+/// [`KsmNode`]).
 pub fn ksm_node<'a, T: KsmNode>(folio: &'a impl LockedFolio) -> Option<Pin<&'a T>> {
     let m = folio.locked_folio().mapping_raw();
     if m & bindings::PAGE_MAPPING_FLAGS as usize != bindings::PAGE_MAPPING_KSM as usize {
         return None;
     }
     let node = (m & !(bindings::PAGE_MAPPING_FLAGS as usize)) as *const T;
-    // SAFETY: A KSM folio's mapping is set only by `set_ksm_node`, to a pinned `T` (or null),
-    // and by the `KsmNode` contract the node stays valid, and pinned, while the folio is locked,
-    // which the guard's borrow ensures for `'a`.
+    // SAFETY: A KSM-tagged mapping is written only by `set_ksm_node`, to a pinned node (or
+    // null), and by the `KsmNode` contract that node is a `T` (the only implementer) and stays
+    // valid, and pinned, while the folio is locked, which the guard's borrow ensures for `'a`.
     (!node.is_null()).then(|| unsafe { Pin::new_unchecked(&*node) })
 }
 
@@ -88,14 +106,35 @@ pub fn is_ksm_folio_of<T: KsmNode>(folio: &impl LockedFolio, node: &T) -> bool {
     folio.locked_folio().mapping_raw() == ksm_mapping(node)
 }
 
-/// Makes the locked folio a KSM folio that points at `node` (or at no node yet, with `None`).
-#[inline]
-pub fn set_ksm_node<T: KsmNode>(folio: &impl LockedFolio, node: Option<Pin<&T>>) {
-    // SAFETY: The folio is valid and locked; KSM owns the mapping of an anonymous folio it turns
-    // into a KSM folio (C's `folio_set_stable_node()`).
-    unsafe {
-        bindings::folio_set_mapping_raw(folio.locked_folio().as_raw(), ksm_mapping_of(node) as _)
-    };
+/// Makes the locked folio a KSM folio that points at `node` (or at no node yet, with `None`), or
+/// points the KSM folio it is at `node` instead (C's `folio_set_stable_node()`).
+///
+/// `EINVAL`, and the folio is left as it was, unless the folio is one whose `mapping` KSM may
+/// take over, as C's KSM only ever does: an anonymous folio (a KSM folio is one too), whose
+/// `mapping` points at its anon_vma without holding a reference on it; small, as every KSM folio
+/// is; not device memory, whose folios are their driver's; and whose page is not exclusive to one
+/// mapping (`PageAnonExclusive`), as a KSM page never is: an exclusive page may be mapped
+/// writable, or pinned. Another folio's `mapping` belongs to someone else: a file folio's is its
+/// file's, a movable kernel page's its driver's.
+///
+/// Under the folio lock a page does not become exclusive again, but for one case: a write fault
+/// that found it mapped only once and referenced by that mapping alone (C's
+/// `wp_can_reuse_anon_folio()`) makes it exclusive after unlocking it. A KSM implementation
+/// therefore makes a folio a KSM folio after write-protecting the mapping through which it found
+/// it ([`super::pgtable::write_protect`]), holding a reference, as C's does: the write fault
+/// holds that mapping's page table lock, and the reference then keeps it from reusing the page.
+pub fn set_ksm_node<T: KsmNode>(folio: &impl LockedFolio, node: Option<Pin<&T>>) -> Result {
+    let f = folio.locked_folio();
+    // The anonymous bit first: what the other tests read means something only for an anonymous
+    // folio (`PageAnonExclusive` is another flag's bit on other pages).
+    if !f.is_anon() || f.is_zone_device() || f.is_large() || f.first_page().is_anon_exclusive() {
+        return Err(EINVAL);
+    }
+    // SAFETY: The folio is valid and locked (`LockedFolio`), and is an anonymous folio that KSM
+    // may take over (checked above): its `mapping` is KSM's to write, as C's
+    // `folio_set_stable_node()` writes it.
+    unsafe { bindings::folio_set_mapping_raw(f.as_raw(), ksm_mapping_of(node) as _) };
+    Ok(())
 }
 
 /// The folio that `node`'s page frame `pfn` holds, with a reference, if it is still `node`'s KSM
@@ -203,7 +242,8 @@ pub fn migrate_ksm_folio<T: KsmNode>(
     // The new frame must be visible before `old` stops pointing at the node (see
     // `get_ksm_folio`).
     fence(Ordering::Release);
-    set_ksm_node::<T>(old, None);
+    // Cannot fail: `old` is a KSM folio (checked above), which `set_ksm_node` always accepts.
+    let _ = set_ksm_node::<T>(old, None);
 }
 
 /// The number of zero pages KSM has mapped (C's `ksm_zero_pages`).
@@ -397,13 +437,14 @@ macro_rules! ksm_abi {
                 addr: ::core::ffi::c_ulong,
             ) -> *mut bindings::folio {
                 // SAFETY: The folio is locked and referenced by the fault path for the call, the
-                // area valid under its locks. The guard does not unlock: the fault path does.
-                // The swap cache folio is that of a swap entry `vma` maps at `addr`.
+                // area valid under its mmap lock or its per-VMA lock (so it is not made a
+                // `VmArea`). The guard does not unlock: the fault path does. The swap cache folio
+                // is that of a swap entry `vma` maps at `addr`.
                 unsafe {
                     let guard = ::core::mem::ManuallyDrop::new(ksm::locked_by_caller(
                         Folio::from_raw(folio),
                     ));
-                    let swapin = rmap::SwapIn::new(&guard, VmArea::from_raw(vma), addr as usize);
+                    let swapin = rmap::SwapIn::new(&guard, vma, addr as usize);
                     match <$t as KsmOps>::might_need_to_copy(&swapin) {
                         Ok(None) => folio,
                         Ok(Some(new)) => $crate::types::ARef::into_raw(new).as_ptr().cast(),
@@ -422,12 +463,12 @@ macro_rules! ksm_abi {
                 rwc: *mut bindings::rmap_walk_control,
             ) {
                 // SAFETY: The folio is locked (and referenced) by the caller for the call; `rwc`
-                // is the caller's walk control. The guard does not unlock.
+                // is the caller's walk control, for this folio. The guard does not unlock.
                 unsafe {
                     let guard = ::core::mem::ManuallyDrop::new(ksm::locked_by_caller(
                         Folio::from_raw(folio),
                     ));
-                    let mut walk = rmap::RmapWalk::from_raw(rwc);
+                    let mut walk = rmap::RmapWalk::from_raw(rwc, guard.folio());
                     <$t as KsmOps>::rmap_walk(&guard, &mut walk)
                 }
             }

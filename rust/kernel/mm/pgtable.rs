@@ -9,11 +9,31 @@
 //! [`include/linux/rmap.h`](srctree/include/linux/rmap.h),
 //! [`include/linux/mmu_notifier.h`](srctree/include/linux/mmu_notifier.h)
 //!
-//! Each function is given an area, whose reference is bounded by its mmap lock, and takes the
-//! page table lock it needs itself, for no longer than the call: a page table entry leaves this
-//! module only as a value ([`Pte`]). [`write_protect`] and [`replace_if_same`] change an entry
-//! only inside an MMU-notifier invalidation, and only after clearing it and flushing it from the
-//! TLBs, as C's `write_protect_page()` and `replace_page()` do.
+//! Each function is given an area as a [`VmArea`], whose reference is the proof that the current
+//! thread holds the area's mmap lock, which keeps the area's page tables from being freed while
+//! they are walked, and takes the page table lock it needs itself, for no longer than the call: a
+//! page table entry leaves this module only as a value ([`Pte`]). Each looks only at addresses in
+//! the area, whose page tables are the ones the mmap lock keeps. [`write_protect`] and
+//! [`replace_if_same`] change an entry only inside an MMU-notifier invalidation, and only after
+//! clearing it and flushing it from the TLBs, as C's `write_protect_page()` and `replace_page()`
+//! do.
+//!
+//! An area found by the reverse map, under an anon_vma's lock alone, is an
+//! [`RmapVmArea`](super::virt::RmapVmArea), which these functions do not take:
+//!
+// TODO: `compile_fail` once the kernel's doctests support it: the test builder saves every
+// doctest for the KUnit suite, which would then not build.
+//! ```ignore
+//! use kernel::mm::{anon_vma::AnonVma, pgtable};
+//!
+//! fn walk(av: &AnonVma, addr: usize) {
+//!     let guard = av.lock_read();
+//!     for vma in guard.vmas() {
+//!         // Expected `&VmArea`, found `&RmapVmArea`: the mmap lock is not held.
+//!         let _ = pgtable::anon_page_at(vma, addr);
+//!     }
+//! }
+//! ```
 //!
 //! This is apart from [`super::ksm`] because it works on folios, areas and page tables only and
 //! never follows a folio to its stable node; [`super::ksm`] keeps what `<linux/ksm.h>` defines.
@@ -234,8 +254,8 @@ fn small_folio_at(f: &Folio, vma: &VmArea, addr: usize) -> Result {
 }
 
 /// Write-protects the page table entry through which `vma` maps the locked small folio
-/// `folio` at `addr` (C's `write_protect_page()`), and returns it. The caller holds the mmap
-/// lock of the area's address space and one reference on the folio (besides its mappings).
+/// `folio` at `addr` (C's `write_protect_page()`), and returns it. The caller holds one reference
+/// on the folio (besides its mappings); `vma` shows that it holds the area's mmap lock.
 ///
 /// Fails with `EFAULT` if the folio is not mapped there, or is pinned (someone may be doing I/O
 /// to it: the reference count is more than the mappings, the swap cache and the caller's).
@@ -253,7 +273,15 @@ pub fn write_protect(vma: &VmArea, addr: usize, folio: &impl LockedFolio) -> Res
 
 /// What [`replace_if_same`] maps instead of a page.
 pub enum Replacement<'a> {
-    /// A page of a KSM folio, held (which gets a new mapping and reference).
+    /// The page of a small KSM folio, held (which gets a new mapping and reference).
+    ///
+    /// [`replace_if_same`] refuses any other page. The reverse map finds a KSM folio's mappings
+    /// through KSM, wherever they are, and nothing maps a KSM folio writable; another anonymous
+    /// folio would be mapped where its anon_vma and index do not place it (the reverse map would
+    /// miss the mapping, and the anon_vma could be freed while the folio still points at it), and
+    /// may be mapped writable elsewhere; a file folio, the zero page, or any other page would
+    /// be mapped as an anonymous page, which it is not (its reverse map would miss the mapping,
+    /// and the zero page is never counted as mapped).
     Ksm(&'a HeldPage),
     /// The zero page (KSM's `use_zero_pages`), marked dirty to tell it was KSM's.
     Zero,
@@ -263,14 +291,16 @@ pub enum Replacement<'a> {
 /// at `addr` (as [`write_protect`]), and if `same()` then says that the page's contents equal
 /// those of `with`, maps `with` there instead (C's `write_protect_page()`, `pages_identical()` and
 /// `replace_page()`); the folio loses that mapping and the reference it held. The caller holds
-/// the area's mmap lock and one reference on the folio (besides its mappings).
+/// one reference on the folio (besides its mappings); `vma` shows that it holds the area's mmap
+/// lock.
 ///
 /// C takes the page table lock twice, walks the page tables twice and flushes the entry from the
 /// TLBs twice; here the entry stays locked, and empty, from write-protection to replacement, so
 /// `same()` runs under a spinlock and must not sleep. While it runs, nothing can write the page
 /// through this mapping, and the reference count check has shown that nothing else can either.
 ///
-/// Fails with `EFAULT` if the folio is not mapped there or is pinned, or if the contents differ
+/// Fails with `EINVAL`, before anything is done, if `with` is a page that is not of a small KSM
+/// folio; with `EFAULT` if the folio is not mapped there or is pinned, or if the contents differ
 /// (the entry is then left write-protected, as C leaves it).
 pub fn replace_if_same(
     vma: &VmArea,
@@ -279,6 +309,14 @@ pub fn replace_if_same(
     with: Replacement<'_>,
     same: impl FnOnce() -> bool,
 ) -> Result {
+    if let Replacement::Ksm(held) = &with {
+        // Read without the folio's lock: a KSM folio stays one until it is freed (C: "KSM folios
+        // are never downgraded"), which the reference `held` keeps from happening.
+        let k = held.folio();
+        if !k.is_ksm() || k.is_large() {
+            return Err(EINVAL);
+        }
+    }
     let f = folio.locked_folio();
     small_folio_at(f, vma, addr)?;
     let page = f.first_page();
@@ -303,8 +341,10 @@ pub fn replace_if_same(
             let (kfolio, kpage) = (held.folio(), held.page());
             // The new mapping holds a reference, and is in the reverse map.
             core::mem::forget(kfolio.get());
-            // SAFETY: The KSM folio is valid and locked by the caller's KSM code; `addr` is in
-            // `vma`, whose mmap lock is held; the entry is locked.
+            // SAFETY: `kfolio` is valid (held) and a small KSM folio (checked above), whose page
+            // `kpage` is: C needs the folio locked only if it is not KSM, so that it is not made
+            // KSM meanwhile. `addr` is in `vma` (`small_folio_at`), whose mmap lock is held (type
+            // invariant); the entry is locked and empty.
             unsafe {
                 bindings::folio_add_anon_rmap_pte(
                     kfolio.as_raw(),
@@ -341,11 +381,15 @@ pub fn replace_if_same(
 }
 
 /// The anonymous page mapped at `addr` of `vma`, with a reference, if it is a candidate for KSM
-/// (not device memory). The caller holds the area's mmap lock.
+/// (not device memory); `None` if `addr` is not in the area. `vma` shows that the caller holds
+/// the area's mmap lock.
 pub fn anon_page_at(vma: &VmArea, addr: usize) -> Option<HeldPage> {
+    if addr < vma.start() || addr >= vma.end() {
+        return None;
+    }
     let mut fw = MaybeUninit::<bindings::folio_walk>::zeroed();
-    // SAFETY: `fw` is writable, the area valid and its mmap lock held. On success the walk holds
-    // the page table lock until `folio_walk_end`.
+    // SAFETY: `fw` is writable, the area valid and its mmap lock held (type invariant), `addr` in
+    // the area. On success the walk holds the page table lock until `folio_walk_end`.
     let folio = unsafe { bindings::folio_walk_start(fw.as_mut_ptr(), vma.as_raw(), addr as _, 0) };
     if folio.is_null() {
         return None;
@@ -364,26 +408,31 @@ pub fn anon_page_at(vma: &VmArea, addr: usize) -> Option<HeldPage> {
 /// Collects the anonymous pages mapped in `vma` from `addr` up to `end` that are candidates for
 /// KSM (as [`anon_page_at`] takes them), each with a reference and its address, into `out` until
 /// it holds `max` of them (or is full); returns the address after the last one looked at (`end`
-/// if every one was). The caller holds the area's mmap lock.
+/// if every one was). Only addresses in the area are looked at: the range is cut to it. `vma`
+/// shows that the caller holds the area's mmap lock.
 ///
 /// The entries of one page table are read under one hold of its lock, where C's scan walks the
 /// page tables from the top, and takes the lock, for every address; a range mapped by a huge
 /// page is taken one page at a time, as C does.
 pub fn anon_pages(
     vma: &VmArea,
-    mut addr: usize,
+    addr: usize,
     end: usize,
     out: &mut KVVec<(usize, HeldPage)>,
     max: usize,
 ) -> usize {
     let mm = vma.mm();
+    // The mmap lock keeps the page tables of the area's range only.
+    let mut addr = addr.max(vma.start());
+    let end = end.min(vma.end());
     let pmd_size = 1usize << bindings::PMD_SHIFT;
     let max = max.min(out.capacity());
     while addr < end && out.len() < max {
         let stop = ((addr | (pmd_size - 1)) + 1).min(end);
-        // SAFETY: The mm is valid and its mmap lock held.
+        // SAFETY: The mm is valid and its mmap lock held (type invariant of `VmArea`).
         let pmd = unsafe { bindings::mm_find_pmd(mm.as_raw(), addr as _) };
-        // SAFETY: `pmd` is an entry of this mm's tables, which the mmap lock keeps.
+        // SAFETY: `pmd` is an entry of this mm's tables for `addr`, in the area, which the mmap
+        // lock keeps.
         if pmd.is_null() || unsafe { bindings::pmd_none_lockless(pmd) } {
             addr = stop;
             continue;
@@ -437,8 +486,8 @@ pub fn anon_pages(
     addr
 }
 
-/// Whether `addr` of `vma` maps a small KSM folio or a zero page that KSM mapped. The caller
-/// holds the area's mmap lock.
+/// Whether `addr` of `vma` maps a small KSM folio or a zero page that KSM mapped. `addr` is in
+/// the area.
 fn maps_ksm_page(vma: &VmArea, addr: usize) -> bool {
     let mut fw = MaybeUninit::<bindings::folio_walk>::zeroed();
     let flags = bindings::FW_MIGRATION | bindings::FW_ZEROPAGE;
@@ -460,10 +509,15 @@ fn maps_ksm_page(vma: &VmArea, addr: usize) -> bool {
 
 /// Breaks the sharing of a KSM page (or KSM zero page) at `addr` of `vma` by faulting in a
 /// private copy, until none is mapped there (C's `break_ksm()`). With `lock_vma`, the area is
-/// first write-locked against per-VMA-lock faults. The caller holds the mmap lock.
+/// first write-locked against per-VMA-lock faults. `vma` shows that the caller holds the mmap
+/// lock.
 ///
-/// Fails with `ENOMEM` if the fault ran out of memory.
+/// Fails with `EFAULT` if `addr` is not in the area (a fault there would build page tables
+/// outside it), and with `ENOMEM` if the fault ran out of memory.
 pub fn break_ksm(vma: &VmArea, addr: usize, lock_vma: Option<&MmWriteLocked<'_>>) -> Result {
+    if addr < vma.start() || addr >= vma.end() {
+        return Err(EFAULT);
+    }
     if let Some(locked) = lock_vma {
         vma.start_write(locked);
     }
@@ -479,8 +533,8 @@ pub fn break_ksm(vma: &VmArea, addr: usize, lock_vma: Option<&MmWriteLocked<'_>>
         let flags =
             bindings::fault_flag_FAULT_FLAG_UNSHARE | bindings::fault_flag_FAULT_FLAG_REMOTE;
         let vma_ptr = vma.as_raw();
-        // SAFETY: The area is valid, its mmap lock held; without `FAULT_FLAG_ALLOW_RETRY` the
-        // fault does not drop the lock.
+        // SAFETY: The area is valid, its mmap lock held (type invariant), `addr` in it; without
+        // `FAULT_FLAG_ALLOW_RETRY` the fault does not drop the lock.
         let ret = unsafe { bindings::handle_mm_fault(vma_ptr, addr as _, flags, ptr::null_mut()) };
         if ret & stop != 0 {
             break ret;

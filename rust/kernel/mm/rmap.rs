@@ -22,22 +22,27 @@
 use super::{
     anon_vma::AnonVma,
     folio::{Folio, FolioGuard, FolioPage},
-    virt::VmArea,
+    virt::RmapVmArea,
 };
-use crate::{bindings, error::Result, types::ARef};
+use crate::{bindings, error::Result, page::PAGE_SIZE, types::ARef};
 use core::{marker::PhantomData, ptr::NonNull};
 
 /// A folio that the swap-in fault (or swapoff) is about to map at `addr` of `vma`, for KSM to
 /// keep or copy (C's `ksm_might_need_to_copy()`).
 ///
+/// The area is kept as a pointer, not as a [`VmArea`](super::virt::VmArea): the fault may hold
+/// its per-VMA lock only, not the mmap lock that a `VmArea` proves, and it is used for nothing
+/// but what either lock allows.
+///
 /// # Invariants
 ///
 /// `folio` is locked and is the swap cache folio of a swap entry that `vma` maps at `addr`;
-/// `vma`'s mmap lock (or its per-VMA lock) is held for `'a`. So the folio's anon_vma, if it
-/// has one, is in the area's anon_vma chain (or is its root), and lives as long as the area.
+/// `vma` is a valid area whose mmap lock (or its per-VMA lock) is held for `'a`. So the folio's
+/// anon_vma, if it has one, is in the area's anon_vma chain (or is its root), and lives as long
+/// as the area; and the area has an anon_vma (it mapped an anonymous page), which stays.
 pub struct SwapIn<'a> {
     folio: &'a FolioGuard<'a>,
-    vma: &'a VmArea,
+    vma: NonNull<bindings::vm_area_struct>,
     addr: usize,
 }
 
@@ -46,12 +51,21 @@ impl<'a> SwapIn<'a> {
     ///
     /// # Safety
     ///
-    /// `folio` is the swap cache folio of a swap entry that `vma` maps at `addr`, and `vma`'s
-    /// mmap lock or per-VMA lock is held for `'a` (as do_swap_page() and unuse_pte() call it).
+    /// `folio` is the swap cache folio of a swap entry that `vma` maps at `addr`, and `vma` is
+    /// a valid area whose mmap lock or per-VMA lock is held for `'a` (as do_swap_page() and
+    /// unuse_pte() call it).
     #[inline]
-    pub unsafe fn new(folio: &'a FolioGuard<'a>, vma: &'a VmArea, addr: usize) -> Self {
+    pub unsafe fn new(
+        folio: &'a FolioGuard<'a>,
+        vma: *mut bindings::vm_area_struct,
+        addr: usize,
+    ) -> Self {
         // INVARIANT: By the safety requirements; `FolioGuard` proves the lock.
-        Self { folio, vma, addr }
+        Self {
+            folio,
+            vma: NonNull::new(vma).expect("SwapIn of a null area"),
+            addr,
+        }
     }
 
     /// The folio, locked.
@@ -63,16 +77,19 @@ impl<'a> SwapIn<'a> {
     /// Whether the folio is anonymous, not KSM, and placed linearly in the area's own anon_vma
     /// tree at `addr` (C compares `anon_vma->root`): such a folio can be mapped as it is.
     pub fn in_own_anon_vma(&self) -> bool {
-        let (f, vma) = (self.folio.folio(), self.vma);
+        let (f, vma) = (self.folio.folio(), self.vma.as_ptr());
         // SAFETY: The folio is valid; `folio_anon_vma` reads its mapping.
         let av = unsafe { bindings::folio_anon_vma(f.as_raw()) };
-        let own = vma.anon_vma_raw();
+        // SAFETY: The area is valid and locked (type invariant); its anon_vma is set and stays.
+        let own = unsafe { (*vma).anon_vma };
         if av.is_null() || own.is_null() {
             return false;
         }
+        // SAFETY: The area is valid and locked, which keeps its start and page offset.
+        let index = unsafe { bindings::linear_page_index(vma, self.addr as _) } as usize;
         // SAFETY: `av` is in the area's chain and `own` is the area's (type invariants): both
         // live while the area does, which its lock keeps.
-        f.index() == vma.linear_page_index(self.addr) && unsafe { (*av).root == (*own).root }
+        f.index() == index && unsafe { (*av).root == (*own).root }
     }
 
     /// Whether the folio has an anon_vma (is anonymous and not KSM).
@@ -86,18 +103,18 @@ impl<'a> SwapIn<'a> {
     /// swap-in copy of a KSM page). `Ok(None)` when no memory could be had, `EHWPOISON` when the
     /// source could not be read.
     pub fn copy(&self) -> Result<Option<ARef<Folio>>> {
-        let (folio, vma, addr) = (self.folio.folio(), self.vma, self.addr);
+        let (folio, vma, addr) = (self.folio.folio(), self.vma.as_ptr(), self.addr);
         // SAFETY: The area is valid and locked (type invariants), `addr` is in it.
-        let new = unsafe { bindings::vma_alloc_folio_movable(vma.as_raw(), addr as _) };
+        let new = unsafe { bindings::vma_alloc_folio_movable(vma, addr as _) };
         if new.is_null() {
             return Ok(None);
         }
         // SAFETY: `new` is a freshly allocated folio whose one reference we own.
         let new = unsafe { ARef::from_raw(NonNull::new_unchecked(new.cast::<Folio>())) };
-        // SAFETY: `new` is valid; charging it to the area's memory cgroup.
-        if unsafe {
-            bindings::mem_cgroup_charge(new.as_raw(), vma.mm().as_raw(), bindings::GFP_KERNEL)
-        } != 0
+        // SAFETY: `new` is valid; charging it to the memory cgroup of the area's address space,
+        // which is valid while the area is (type invariant).
+        if unsafe { bindings::mem_cgroup_charge(new.as_raw(), (*vma).vm_mm, bindings::GFP_KERNEL) }
+            != 0
         {
             return Ok(None);
         }
@@ -107,7 +124,7 @@ impl<'a> SwapIn<'a> {
                 new.first_page().as_raw(),
                 folio.first_page().as_raw(),
                 addr as _,
-                vma.as_raw(),
+                vma,
             )
         } != 0
         {
@@ -127,30 +144,44 @@ impl<'a> SwapIn<'a> {
     }
 }
 
-/// A reverse-map walk the kernel asked of KSM (C's `struct rmap_walk_control`).
+/// A reverse-map walk of a locked folio that the kernel asked of KSM (C's
+/// `struct rmap_walk_control`).
+///
+/// The walk's callbacks are C's (reclaim's, migration's, ...), which expect what C's
+/// `rmap_walk()` gives them: the folio walked, locked, and an area found under the lock of an
+/// anon_vma whose tree links it, with an address in it. So the folio is the walk's own, the area
+/// an [`RmapVmArea`], and an address outside it is not reported.
 ///
 /// # Invariants
 ///
-/// `rwc` is a valid walk control whose callbacks may be called for the walked folio while the
-/// value lives.
+/// `rwc` is a valid walk control whose callbacks may be called for `folio`, which the current
+/// thread holds locked, while the value lives.
 pub struct RmapWalk<'a> {
     rwc: NonNull<bindings::rmap_walk_control>,
+    folio: &'a Folio,
     _p: PhantomData<&'a mut bindings::rmap_walk_control>,
 }
 
-impl RmapWalk<'_> {
-    /// Wraps the walk control C passed.
+impl<'a> RmapWalk<'a> {
+    /// Wraps the walk control C passed for `folio`.
     ///
     /// # Safety
     ///
-    /// `rwc` is valid, for a walk of a locked folio, for `'a`.
+    /// `rwc` is valid, for a walk of `folio`, which the current thread holds locked, for `'a`.
     #[inline]
-    pub unsafe fn from_raw(rwc: *mut bindings::rmap_walk_control) -> Self {
+    pub unsafe fn from_raw(rwc: *mut bindings::rmap_walk_control, folio: &'a Folio) -> Self {
         // INVARIANT: By the safety requirements.
         Self {
             rwc: NonNull::new(rwc).expect("null rmap_walk_control"),
+            folio,
             _p: PhantomData,
         }
+    }
+
+    /// The folio walked.
+    #[inline]
+    pub fn folio(&self) -> &'a Folio {
+        self.folio
     }
 
     #[inline]
@@ -173,8 +204,9 @@ impl RmapWalk<'_> {
     }
 
     /// Whether the walker skips `vma`.
-    pub fn invalid_vma(&mut self, vma: &VmArea) -> bool {
-        // SAFETY: The control is valid; its callback takes the area and its own argument.
+    pub fn invalid_vma(&mut self, vma: &RmapVmArea) -> bool {
+        // SAFETY: The control is valid; its callback takes an area that the anon_vma lock keeps
+        // (type invariant of `RmapVmArea`), and its own argument.
         unsafe {
             let rwc = self.raw();
             match (*rwc).invalid_vma {
@@ -184,26 +216,34 @@ impl RmapWalk<'_> {
         }
     }
 
-    /// Reports the mapping of `folio` at `addr` of `vma`; `false` stops the walk.
-    pub fn rmap_one(&mut self, folio: &Folio, vma: &VmArea, addr: usize) -> bool {
-        // SAFETY: The control is valid; the callback takes the locked folio, an area whose
-        // anon_vma lock is held, and an address in it.
+    /// Reports the mapping of the walked folio at the page of `addr` in `vma`, if it may be
+    /// there; `false` stops the walk. An address outside the area is not reported (`true`): the
+    /// callbacks would walk page tables that the anon_vma lock does not keep (it keeps those of
+    /// the area's range).
+    pub fn rmap_one(&mut self, vma: &RmapVmArea, addr: usize) -> bool {
+        let addr = addr & !(PAGE_SIZE - 1);
+        if !vma.contains(addr) {
+            return true;
+        }
+        // SAFETY: The control is valid; the callback takes the walked folio, locked (type
+        // invariant), an area linked in the tree of an anon_vma whose lock is held (type
+        // invariant of `RmapVmArea`), and the address of a page in it, as `rmap_walk()` gives.
         unsafe {
             let rwc = self.raw();
             match (*rwc).rmap_one {
-                Some(f) => f(folio.as_raw(), vma.as_raw(), addr as _, (*rwc).arg),
+                Some(f) => f(self.folio.as_raw(), vma.as_raw(), addr as _, (*rwc).arg),
                 None => true,
             }
         }
     }
 
-    /// Whether the walker is done with `folio`.
+    /// Whether the walker is done with the walked folio.
     #[inline]
-    pub fn done(&mut self, folio: &Folio) -> bool {
-        // SAFETY: The control is valid.
+    pub fn done(&mut self) -> bool {
+        // SAFETY: The control is valid; its callback takes the walked folio.
         unsafe {
             match (*self.raw()).done {
-                Some(f) => f(folio.as_raw()) != 0,
+                Some(f) => f(self.folio.as_raw()) != 0,
                 None => false,
             }
         }

@@ -5,7 +5,14 @@
 //! C header: [`include/linux/mm.h`](srctree/include/linux/mm.h)
 //!
 //! A [`VmArea`] is only ever reached through a guard of its address space's mmap lock (or from C
-//! code that holds it), and the references live no longer than the guard.
+//! code that holds it), and the references live no longer than the guard: a `&VmArea` is the
+//! proof that the mmap lock is held, which walking and changing the area's page tables
+//! ([`super::pgtable`]) needs.
+//!
+//! The reverse map reaches areas under another lock, that of an anon_vma whose tree links them,
+//! while their address space's mmap lock may be held by anyone, for writing too. Such an area is
+//! an [`RmapVmArea`], which offers only what that lock keeps still: it is not a [`VmArea`], so
+//! the page-table functions cannot be given one.
 
 use super::{Mm, MmWriteLocked};
 use crate::{bindings, types::Opaque};
@@ -37,12 +44,14 @@ pub mod flags {
     pub const MERGEABLE: Flags = bindings::VM_MERGEABLE as Flags;
 }
 
-/// A virtual memory area: a C `struct vm_area_struct`.
+/// A virtual memory area: a C `struct vm_area_struct`, whose address space's mmap lock is held.
 ///
 /// # Invariants
 ///
-/// The area is valid for the lifetime of the reference, which is bounded by a hold of its
-/// address space's mmap lock (or by the C caller that passed it).
+/// The area is valid, and the mmap lock of its address space is held (for reading or writing)
+/// by the current thread, for the lifetime of the reference: a guard of the lock (or the C
+/// caller that passed the area, holding it) outlives the reference. (`VmArea` is not `Sync`, so a
+/// reference cannot leave the thread.)
 #[repr(transparent)]
 pub struct VmArea {
     vma: Opaque<bindings::vm_area_struct>,
@@ -53,7 +62,10 @@ impl VmArea {
     ///
     /// # Safety
     ///
-    /// `ptr` is a valid area whose mmap lock is held (or that is otherwise kept valid) for `'a`.
+    /// `ptr` is a valid area, and the current thread holds the mmap lock of its address space
+    /// (for reading or writing) for `'a`. Another lock that keeps the area, such as its per-VMA
+    /// lock or an anon_vma's (see [`RmapVmArea`]), is not enough: the page-table functions rely
+    /// on this one.
     #[inline]
     pub unsafe fn from_raw<'a>(ptr: *mut bindings::vm_area_struct) -> &'a VmArea {
         // SAFETY: `VmArea` is a transparent wrapper; validity is the caller's promise.
@@ -161,5 +173,94 @@ impl VmArea {
         assert!(core::ptr::eq(locked.mm(), self.mm()));
         // SAFETY: As in `set_flags`.
         unsafe { bindings::vma_start_write(self.as_raw()) };
+    }
+}
+
+/// A virtual memory area reached through the reverse map: a C `struct vm_area_struct` linked in
+/// the interval tree of an anon_vma whose lock the current thread holds, and whose address
+/// space's mmap lock it need not hold ([`AnonVmaReadGuard::vmas`] hands these out).
+///
+/// The anon_vma lock keeps the area from being freed (it is unlinked from the tree, under that
+/// lock, before it is), keeps its bounds and page offset (which are changed under the same lock,
+/// that of the root of the anon_vma's family), and keeps the page tables of its range (C's
+/// `free_pgtables()` unlinks an area from its anon_vmas before it frees them). It is not the mmap
+/// lock, though: the area's flags may change meanwhile (under the mmap lock held for writing),
+/// and what walks or faults page tables for KSM ([`super::pgtable`], C's `folio_walk_start()`
+/// and `handle_mm_fault()`) needs the mmap lock. So this type offers no page-table walk, nor
+/// anything else of [`VmArea`]'s that relies on the mmap lock; the reverse map's callbacks do
+/// with such an area what C's `rmap_walk()` lets them do, through
+/// [`RmapWalk`](super::rmap::RmapWalk).
+///
+/// [`AnonVmaReadGuard::vmas`]: super::anon_vma::AnonVmaReadGuard::vmas
+///
+/// # Invariants
+///
+/// The area is valid and linked in the interval tree of an anon_vma whose lock the current
+/// thread holds (for reading or writing), for the lifetime of the reference. (`RmapVmArea` is
+/// not `Sync`, so a reference cannot leave the thread.)
+#[repr(transparent)]
+pub struct RmapVmArea {
+    vma: Opaque<bindings::vm_area_struct>,
+}
+
+impl RmapVmArea {
+    /// The area at `ptr`, reached through the reverse map.
+    ///
+    /// # Safety
+    ///
+    /// `ptr` is a valid area linked in the interval tree of an anon_vma whose lock the current
+    /// thread holds, for reading or writing, for `'a`.
+    #[inline]
+    pub unsafe fn from_raw<'a>(ptr: *mut bindings::vm_area_struct) -> &'a RmapVmArea {
+        // SAFETY: `RmapVmArea` is a transparent wrapper; validity is the caller's promise.
+        unsafe { &*ptr.cast() }
+    }
+
+    /// The C structure.
+    #[inline]
+    pub fn as_raw(&self) -> *mut bindings::vm_area_struct {
+        super::opaque_ptr(&self.vma)
+    }
+
+    /// The first address of the area.
+    #[inline]
+    pub fn start(&self) -> usize {
+        // SAFETY: The area is valid (type invariant); its bounds change only under the lock of
+        // its anon_vma's root, which the current thread holds (C's `vma_prepare()` takes it).
+        unsafe { (*self.as_raw()).__bindgen_anon_1.__bindgen_anon_1.vm_start }
+    }
+
+    /// The address after the last of the area.
+    #[inline]
+    pub fn end(&self) -> usize {
+        // SAFETY: As in `start`.
+        unsafe { (*self.as_raw()).__bindgen_anon_1.__bindgen_anon_1.vm_end }
+    }
+
+    /// Whether `addr` is in the area.
+    #[inline]
+    pub fn contains(&self, addr: usize) -> bool {
+        self.start() <= addr && addr < self.end()
+    }
+
+    /// The area's flags (`vm_flags`), which may change as soon as they are read: the anon_vma
+    /// lock does not exclude their writers.
+    #[inline]
+    pub fn flags(&self) -> flags::Flags {
+        // SAFETY: The area is valid (type invariant). The flags are written under the mmap lock,
+        // which the current thread need not hold: they are read once, as C's `READ_ONCE()` does,
+        // an aligned word, which does not tear.
+        unsafe {
+            core::ptr::addr_of!((*self.as_raw()).__bindgen_anon_2.vm_flags).read_volatile()
+                as flags::Flags
+        }
+    }
+
+    /// The address space of the area.
+    #[inline]
+    pub fn mm(&self) -> &Mm {
+        // SAFETY: An area's `vm_mm` is set when it is made and valid while the area is, which
+        // the type invariant ensures for the borrow of `self`.
+        unsafe { Mm::from_raw((*self.as_raw()).vm_mm) }
     }
 }

@@ -12,7 +12,9 @@
 //! - a stable node pointed at by a folio is not freed while that folio is locked (the
 //!   [`KsmNode`] contract): rksm frees a node only when its page is gone (`get_ksm_folio` found
 //!   no folio pointing at it) or after clearing the folio's pointer with the folio locked
-//!   (`Backend::release`); nodes live in pinned boxes and never move;
+//!   (`Backend::release`); nodes live in pinned boxes and never move; and its stable node is the
+//!   only type of node a folio points at (the contract's other half: rksm is the kernel's only
+//!   KSM, and implements `KsmNode` once);
 //! - a node's list of rmap_items, and an item's anon_vma while it is listed, change only with
 //!   the node's KSM page locked: `Step::cmp_and_merge` appends under `Backend::lock`,
 //!   `Trees::remove_item` unlinks under `Backend::lock_ksm_page`, and the lists of stale nodes
@@ -38,7 +40,8 @@ use kernel::prelude::*;
 use kernel::types::ARef;
 
 // SAFETY: See the module documentation: rksm frees a stable node only when no folio points at
-// it any more, or after clearing the pointer under the folio's lock, and never moves one.
+// it any more, or after clearing the pointer under the folio's lock, and never moves one; this is
+// the only implementation of `KsmNode` (`ksm_abi!` makes rksm the kernel's only KSM).
 unsafe impl KsmNode for StableNode<KsmBackend> {}
 
 type Node = StableNode<KsmBackend>;
@@ -268,7 +271,7 @@ impl KsmOps for Rksm {
                     if walk.invalid_vma(vma) {
                         continue;
                     }
-                    if !walk.rmap_one(folio.folio(), vma, addr) || walk.done(folio.folio()) {
+                    if !walk.rmap_one(vma, addr) || walk.done() {
                         return;
                     }
                 }

@@ -144,7 +144,9 @@ fn merge_one(
     match with {
         With::Become => {
             pgtable::write_protect(vma, addr, &locked)?;
-            mmksm::set_ksm_node::<StableNode<KsmBackend>>(&locked, None);
+            // Accepted: a small anonymous folio, not KSM (`write_protect` checked), whose page
+            // `write_protect` made not exclusive.
+            mmksm::set_ksm_node::<StableNode<KsmBackend>>(&locked, None)?;
             locked.mark_accessed();
             // Reclaim frees a clean page without dirty entries: make sure a KSM page is swapped.
             locked.set_dirty();
@@ -331,7 +333,10 @@ impl Backend for KsmBackend {
     }
 
     fn link_node(&self, locked: &PageLockGuard<'_>, node: Pin<&StableNode<Self>>) {
-        mmksm::set_ksm_node(locked, Some(node));
+        // Cannot fail: the page became a KSM page in `merge_pages` and stays one while held, and
+        // `set_ksm_node` accepts every KSM page. (Were it refused, the page would point at no
+        // node, and the node, not pointed at, would look stale and be pruned.)
+        let _ = mmksm::set_ksm_node(locked, Some(node));
     }
 
     fn node_of<'a>(&self, locked: &'a PageLockGuard<'_>) -> Option<Pin<&'a StableNode<Self>>> {
@@ -411,8 +416,9 @@ impl Backend for KsmBackend {
         if locked.folio().is_mapped() {
             return false;
         }
-        mmksm::set_ksm_node::<StableNode<Self>>(&locked, None);
-        true
+        // `set_ksm_node` accepts every KSM page, which this is: were it refused, the node would
+        // still be pointed at, so it stays.
+        mmksm::set_ksm_node::<StableNode<Self>>(&locked, None).is_ok()
     }
 
     fn merged(&self, item: &RmapItem<Self>) {
