@@ -9,6 +9,10 @@
 //! [`ARef<Folio>`] holds a reference on a folio (`folio_get()`/`folio_put()`); [`FolioGuard`] is
 //! its lock, held; [`HeldPage`] is one page of a folio kept by such a reference. [`Pfn`] is a page
 //! frame number that came from a folio, which is what makes turning it back into a folio safe.
+//!
+//! The folio, its pages, the references and the locks stay in one file (a little over 700
+//! lines): each type's invariants are stated in terms of the others' (a held page's reference is
+//! its folio's; a lock guard's folio is the held page's, until a split changes it).
 
 use super::contents::ReadOnlyMappedPage;
 use crate::{
@@ -691,7 +695,7 @@ impl Pfn {
     #[inline]
     pub fn nid(self) -> usize {
         // SAFETY: A `Pfn` names memory that has a `struct page` (see `pfn_folio_raw`).
-        unsafe { bindings::pfn_to_nid_rust(self.0 as _) as usize }
+        unsafe { bindings::pfn_to_nid(self.0 as _) as usize }
     }
 }
 
