@@ -12,7 +12,7 @@
 
 use crate::{
     bindings,
-    error::{from_err_ptr, Result},
+    error::{from_err_ptr, to_result, Result},
     prelude::*,
     str::CStr,
     sync::LockClassKey,
@@ -79,10 +79,30 @@ impl KThread {
     /// share is that of the CPUs online now; a CPU that goes offline later makes the scheduler
     /// move the thread anywhere.
     pub fn set_cpu_share(&self, i: usize, n: usize) -> Result {
-        // SAFETY: The thread was started by `run` and we hold a reference.
-        crate::error::to_result(unsafe {
-            bindings::set_cpu_share(self.task.as_ptr(), i as u32, n as u32)
-        })
+        let task = self.task.as_ptr();
+        if n > 1 {
+            let mask = KBox::<bindings::cpumask>::new_uninit(GFP_KERNEL | __GFP_ZERO)?;
+            // SAFETY: `__GFP_ZERO` zeroed the allocation, and all zeroes is a valid, empty
+            // `struct cpumask` (an array of bits).
+            let mut mask = unsafe { mask.assume_init() };
+            let mut empty = true;
+            for (k, cpu) in online_cpus().enumerate() {
+                if k % n == i {
+                    // SAFETY: `cpu` is below `nr_cpu_ids`, and `mask` is a valid cpumask.
+                    unsafe { bindings::cpumask_set_cpu(cpu, &mut *mask) };
+                    empty = false;
+                }
+            }
+            if !empty {
+                // SAFETY: The thread was started by `run` and we hold a reference; the mask is
+                // valid during the call, which copies it.
+                return to_result(unsafe { bindings::set_cpus_allowed_ptr(task, &*mask) });
+            }
+        }
+        // SAFETY: Always callable; the mask it returns lives as long as the kernel.
+        let mask = unsafe { bindings::housekeeping_cpumask(bindings::hk_type_HK_TYPE_KTHREAD) };
+        // SAFETY: The thread was started by `run` and we hold a reference; the mask is valid.
+        to_result(unsafe { bindings::set_cpus_allowed_ptr(task, mask) })
     }
 
     /// The CPU time the thread has used, in nanoseconds.
@@ -103,6 +123,31 @@ impl KThread {
     }
 }
 
+/// One more than the highest possible CPU id (C's `nr_cpu_ids`).
+#[inline]
+fn nr_cpu_ids() -> u32 {
+    #[cfg(any(not(CONFIG_SMP), CONFIG_FORCE_NR_CPUS))]
+    {
+        bindings::NR_CPUS
+    }
+
+    #[cfg(not(any(not(CONFIG_SMP), CONFIG_FORCE_NR_CPUS)))]
+    // SAFETY: `nr_cpu_ids` is set during boot, before any kernel thread runs, and not changed
+    // after.
+    unsafe {
+        bindings::nr_cpu_ids
+    }
+}
+
+/// The CPUs online now, in order (C's `for_each_online_cpu()`): as in C, CPUs may go offline or
+/// come online meanwhile.
+fn online_cpus() -> impl Iterator<Item = u32> {
+    (0..nr_cpu_ids()).filter(|&cpu| {
+        // SAFETY: `cpu_online()` may test any CPU id below `nr_cpu_ids`.
+        unsafe { bindings::cpu_online(cpu) }
+    })
+}
+
 /// Whether the current kernel thread has been asked to stop.
 #[inline]
 pub fn should_stop() -> bool {
@@ -114,14 +159,14 @@ pub fn should_stop() -> bool {
 #[inline]
 pub fn set_freezable() {
     // SAFETY: Acts on the current thread.
-    unsafe { bindings::kthread_set_freezable() };
+    unsafe { bindings::set_freezable() };
 }
 
 /// Whether the current thread should freeze now (a suspend is under way).
 #[inline]
 pub fn freezing() -> bool {
-    // SAFETY: Reads the current thread's state.
-    unsafe { bindings::kthread_freezing() }
+    // SAFETY: `get_current()` is the running task; only its state is read.
+    unsafe { bindings::freezing(bindings::get_current()) }
 }
 
 /// Sets the nice value of the current thread.

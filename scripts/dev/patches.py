@@ -239,8 +239,13 @@ lists, memory management (page contents), and KVec::pop and swap_remove.""",
                  "    pub const __GFP_NORETRY: Flags = Flags(bindings::__GFP_NORETRY);\n"),
             ]),
             ("rust/helpers/helpers.c", [
-                ('#include "kunit.c"\n', '#include "kunit.c"\n#include "kunit_suite.c"\n'),
-                ('#include "kunit_suite.c"\n#include "mutex.c"\n', '#include "kunit_suite.c"\n#include "mm_ksm.c"\n#include "mutex.c"\n'),
+                ('#include "err.c"\n', '#include "err.c"\n#include "kthread_ext.c"\n'),
+                ('#include "kunit.c"\n',
+                 '#include "kunit.c"\n#include "kunit_suite.c"\n#include "mm_folio.c"\n'
+                 '#include "mm_ksm.c"\n#include "mm_layout.c"\n#include "mm_pgtable.c"\n'
+                 '#include "mm_rmap.c"\n#include "mm_space.c"\n'),
+                ('#include "rbtree.c"\n', '#include "rbtree.c"\n#include "rcu_ext.c"\n'),
+                ('#include "task.c"\n', '#include "task.c"\n#include "task_ext.c"\n'),
             ]),
             ("rust/bindings/bindings_helper.h", [
                 ("#include <linux/workqueue.h>\n",
@@ -258,7 +263,8 @@ lists, memory management (page contents), and KVec::pop and swap_remove.""",
                  "#include <linux/refcount.h>\n#include <linux/rmap.h>\n"),
                 ("#include <linux/sched.h>\n",
                  "#include <linux/sched.h>\n#include <linux/sched/coredump.h>\n"
-                 "#include <linux/sched/cputime.h>\n#include <linux/sched/mm.h>\n"
+                 "#include <linux/sched/cputime.h>\n#include <linux/sched/isolation.h>\n"
+                 "#include <linux/sched/mm.h>\n"
                  "#include <linux/sched/signal.h>\n"),
                 ("#include <linux/slab.h>\n",
                  "#include <linux/slab.h>\n#include <linux/swap.h>\n#include <linux/sysfs.h>\n"),

@@ -555,35 +555,35 @@ pub mod trace {
     #[inline]
     pub fn start_scan(seq: u64, rmap_items: u64) {
         // SAFETY: Trace points take plain values.
-        unsafe { bindings::trace_ksm_start_scan_rust(seq as _, rmap_items as _) };
+        unsafe { bindings::trace_ksm_start_scan(seq as _, rmap_items as _) };
     }
 
     /// A pass ends.
     #[inline]
     pub fn stop_scan(seq: u64, rmap_items: u64) {
         // SAFETY: As above.
-        unsafe { bindings::trace_ksm_stop_scan_rust(seq as _, rmap_items as _) };
+        unsafe { bindings::trace_ksm_stop_scan(seq as _, rmap_items as _) };
     }
 
     /// An address space is registered with KSM.
     #[inline]
     pub fn enter(mm: *const c_void) {
         // SAFETY: As above; the pointer is only printed.
-        unsafe { bindings::trace_ksm_enter_rust(mm as _) };
+        unsafe { bindings::trace_ksm_enter(mm as _) };
     }
 
     /// An address space leaves KSM.
     #[inline]
     pub fn exit(mm: *const c_void) {
         // SAFETY: As above.
-        unsafe { bindings::trace_ksm_exit_rust(mm as _) };
+        unsafe { bindings::trace_ksm_exit(mm as _) };
     }
 
     /// A page was merged into `pfn` (or the merge failed with `err`).
     #[inline]
     pub fn merge_one_page(pfn: usize, item: *const c_void, mm: *const c_void, err: i32) {
         // SAFETY: As above.
-        unsafe { bindings::trace_ksm_merge_one_page_rust(pfn as _, item as _, mm as _, err) };
+        unsafe { bindings::trace_ksm_merge_one_page(pfn as _, item as _, mm as _, err) };
     }
 
     /// A page was merged with a KSM page (or became one).
@@ -596,9 +596,7 @@ pub mod trace {
     ) {
         // SAFETY: As above.
         unsafe {
-            bindings::trace_ksm_merge_with_ksm_page_rust(
-                kpage as _, pfn as _, item as _, mm as _, err,
-            )
+            bindings::trace_ksm_merge_with_ksm_page(kpage as _, pfn as _, item as _, mm as _, err)
         };
     }
 
@@ -606,20 +604,20 @@ pub mod trace {
     #[inline]
     pub fn remove_ksm_page(pfn: usize) {
         // SAFETY: As above.
-        unsafe { bindings::trace_ksm_remove_ksm_page_rust(pfn as _) };
+        unsafe { bindings::trace_ksm_remove_ksm_page(pfn as _) };
     }
 
     /// An rmap_item left a KSM page.
     #[inline]
     pub fn remove_rmap_item(pfn: usize, item: *const c_void, mm: *const c_void) {
         // SAFETY: As above.
-        unsafe { bindings::trace_ksm_remove_rmap_item_rust(pfn as _, item as _, mm as _) };
+        unsafe { bindings::trace_ksm_remove_rmap_item(pfn as _, item as _, mm as _) };
     }
 
     /// The scan-time advisor set `pages_to_scan`.
     #[inline]
     pub fn advisor(scan_time: i64, pages_to_scan: usize, cpu_percent: u32) {
         // SAFETY: As above.
-        unsafe { bindings::trace_ksm_advisor_rust(scan_time, pages_to_scan as _, cpu_percent) };
+        unsafe { bindings::trace_ksm_advisor(scan_time, pages_to_scan as _, cpu_percent) };
     }
 }

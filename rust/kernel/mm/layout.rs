@@ -72,7 +72,7 @@ layout! {
 pub fn c_layout(i: usize) -> Option<(&'static CStr, usize)> {
     let mut value = 0;
     // SAFETY: The helper writes `value` and returns a static string, or null past the end.
-    let name = unsafe { bindings::rksm_c_layout(i as _, &mut value) };
+    let name = unsafe { bindings::c_layout(i as _, &mut value) };
     if name.is_null() {
         return None;
     }

@@ -280,7 +280,7 @@ impl KillList<'_> {
         unsafe {
             bindings::rcu_read_lock();
             let init = core::ptr::addr_of_mut!(bindings::init_task);
-            let mut tsk = bindings::next_process(init);
+            let mut tsk = bindings::next_task(init);
             while tsk != init {
                 let t = bindings::task_early_kill(tsk, i32::from(force_early));
                 if !t.is_null() {
@@ -299,7 +299,7 @@ impl KillList<'_> {
                         }
                     }
                 }
-                tsk = bindings::next_process(tsk);
+                tsk = bindings::next_task(tsk);
             }
             bindings::rcu_read_unlock();
         }

@@ -1,0 +1,150 @@
+// SPDX-License-Identifier: GPL-2.0
+
+/*
+ * Page tables: reading, building and setting PTEs, PMDs read locklessly, page table locks, walks
+ * of the page tables that map a folio, and the MMU notifiers and cache flushes around a change.
+ */
+
+#include <linux/cacheflush.h>
+#include <linux/mm.h>
+#include <linux/mmu_notifier.h>
+#include <linux/pagewalk.h>
+#include <linux/pgtable.h>
+#include <linux/rmap.h>
+
+void rust_helper_folio_walk_end(struct folio_walk *fw, struct vm_area_struct *vma)
+{
+	folio_walk_end(fw, vma);
+}
+
+pte_t rust_helper_ptep_get(pte_t *ptep)
+{
+	return ptep_get(ptep);
+}
+
+bool rust_helper_pte_write(pte_t pte)
+{
+	return pte_write(pte);
+}
+
+bool rust_helper_pte_dirty(pte_t pte)
+{
+	return pte_dirty(pte);
+}
+
+bool rust_helper_pte_same(pte_t a, pte_t b)
+{
+	return pte_same(a, b);
+}
+
+pte_t rust_helper_pte_mkclean(pte_t pte)
+{
+	return pte_mkclean(pte);
+}
+
+pte_t rust_helper_pte_wrprotect(pte_t pte)
+{
+	return pte_wrprotect(pte);
+}
+
+unsigned long rust_helper_pte_pfn(pte_t pte)
+{
+	return pte_pfn(pte);
+}
+
+pte_t rust_helper_mk_pte(struct page *page, pgprot_t prot)
+{
+	return mk_pte(page, prot);
+}
+
+void rust_helper_set_pte_at(struct mm_struct *mm, unsigned long addr, pte_t *ptep, pte_t pte)
+{
+	set_pte_at(mm, addr, ptep, pte);
+}
+
+void rust_helper_flush_cache_page(struct vm_area_struct *vma, unsigned long addr,
+				  unsigned long pfn)
+{
+	flush_cache_page(vma, addr, pfn);
+}
+
+/* Whether `pmd` (read locklessly) is a present page table, not a huge page. */
+bool rust_helper_pmd_maps_pte_table(pmd_t *pmd)
+{
+	pmd_t pmde = pmdp_get_lockless(pmd);
+
+	return pmd_present(pmde) && !pmd_trans_huge(pmde);
+}
+
+/* Whether `pmd` (read locklessly) is empty. */
+bool rust_helper_pmd_none_lockless(pmd_t *pmd)
+{
+	return pmd_none(pmdp_get_lockless(pmd));
+}
+
+/*
+ * The page that `pte` maps at `addr` of `vma` if it is an ordinary anonymous page (not device
+ * memory, not the zero page), with a reference taken on its folio, put in `*foliop`; NULL
+ * otherwise. What KSM's scan takes of each entry (as folio_walk_start() with no flags, then the
+ * checks of scan_get_next_rmap_item()), as one call: Rust cannot inline the C functions it is
+ * made of, and it runs for every page scanned. The caller holds the page table lock.
+ */
+struct page *rust_helper_vm_normal_anon_page_get(struct vm_area_struct *vma, unsigned long addr,
+						 pte_t pte, struct folio **foliop)
+{
+	struct folio *folio;
+	struct page *page;
+
+	if (!pte_present(pte))
+		return NULL;
+	page = vm_normal_page(vma, addr, pte);
+	if (!page)
+		return NULL;
+	folio = page_folio(page);
+	if (folio_is_zone_device(folio) || !folio_test_anon(folio))
+		return NULL;
+	folio_get(folio);
+	*foliop = folio;
+	return page;
+}
+
+pte_t *rust_helper_pte_offset_map_lock(struct mm_struct *mm, pmd_t *pmd, unsigned long addr,
+				       spinlock_t **ptlp)
+{
+	return pte_offset_map_lock(mm, pmd, addr, ptlp);
+}
+
+void rust_helper_pte_unmap_unlock(pte_t *pte, spinlock_t *ptl)
+{
+	pte_unmap_unlock(pte, ptl);
+}
+
+void rust_helper_init_folio_vma_walk(struct page_vma_mapped_walk *pvmw, struct folio *folio,
+				     struct vm_area_struct *vma, unsigned long address)
+{
+	DEFINE_FOLIO_VMA_WALK(walk, folio, vma, address, 0);
+
+	*pvmw = walk;
+}
+
+void rust_helper_page_vma_mapped_walk_done(struct page_vma_mapped_walk *pvmw)
+{
+	page_vma_mapped_walk_done(pvmw);
+}
+
+void rust_helper_mmu_notifier_range_init_clear(struct mmu_notifier_range *range,
+					       struct mm_struct *mm, unsigned long start,
+					       unsigned long end)
+{
+	mmu_notifier_range_init(range, MMU_NOTIFY_CLEAR, 0, mm, start, end);
+}
+
+void rust_helper_mmu_notifier_invalidate_range_start(struct mmu_notifier_range *range)
+{
+	mmu_notifier_invalidate_range_start(range);
+}
+
+void rust_helper_mmu_notifier_invalidate_range_end(struct mmu_notifier_range *range)
+{
+	mmu_notifier_invalidate_range_end(range);
+}
