@@ -28,9 +28,9 @@
 //! splits its trees into shards this way). A list and a [`TokenCell`] record the id of the token
 //! that governs them when they are made ([`HList::new_for`], [`TokenCell::new_for`]), and every
 //! operation checks it: a token of another id panics (`BUG()`) instead of touching the list.
-//! With several ids, elements must stay on lists of one id while a holder of another id can reach
-//! them: the element side of a list ([`owner_of`], [`unlink`]) reads the element's links before it
-//! can check the list's id.
+//! The element side of a list ([`owner_of`], [`unlink`], [`clear_list_of`]) starts from the
+//! element, whose links a holder of another id may be changing: it checks the id the element
+//! says its list has ([`HListNode::list_id`]) before it follows them.
 //!
 //! The rules of [`crate::search_tree`] keep the raw pointers valid: elements and heads are pinned,
 //! and links or a non-empty head panic (`BUG()`) when dropped.
@@ -39,7 +39,7 @@
 //!
 //! ```
 //! use kernel::hlist::{self, HList, HListNode, HListOwner};
-//! use kernel::search_tree::{TreeLinks, TreeNode};
+//! use kernel::search_tree::{HeapPinned, TreeLinks, TreeNode};
 //! use kernel::prelude::*;
 //!
 //! kernel::define_token!(DocToken);
@@ -54,7 +54,10 @@
 //!         Some(&self.links)
 //!     }
 //! }
-//! impl HListNode for Item {
+//! // SAFETY: Items are linked only from the boxes below; one token id, 0, is `list_id`'s.
+//! unsafe impl HeapPinned for Item {}
+//! // SAFETY: As above.
+//! unsafe impl HListNode for Item {
 //!     type Owner = Bag;
 //!     type Token = DocToken;
 //! }
@@ -82,12 +85,70 @@
 //! bag.items.clear(&mut token, |_| {});
 //! # Ok::<(), Error>(())
 //! ```
+//!
+//! With a token type of several ids, each element says which id's lists it goes on, and is
+//! refused by a list of another id; a holder of another id never follows its links:
+//!
+//! ```
+//! use core::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+//! use kernel::hlist::{self, HList, HListNode, HListOwner};
+//! use kernel::search_tree::{HeapPinned, TreeLinks, TreeNode};
+//! use kernel::prelude::*;
+//!
+//! kernel::define_token!(ShardToken, 2);
+//!
+//! struct Item {
+//!     links: TreeLinks,
+//!     shard: AtomicUsize,
+//! }
+//! impl TreeNode for Item {
+//!     const LINKS_OFFSET: usize = core::mem::offset_of!(Item, links);
+//!     fn tree_links(&self) -> Option<&TreeLinks> {
+//!         Some(&self.links)
+//!     }
+//! }
+//! // SAFETY: Items are linked only from the box below.
+//! unsafe impl HeapPinned for Item {}
+//! // SAFETY: `shard` is changed below only while the item is on no list, on this thread.
+//! unsafe impl HListNode for Item {
+//!     type Owner = Bag;
+//!     type Token = ShardToken;
+//!     fn list_id(&self) -> usize {
+//!         self.shard.load(Relaxed)
+//!     }
+//! }
+//!
+//! struct Bag {
+//!     items: HList<Item, ShardToken>,
+//! }
+//! impl HListOwner<Item, ShardToken> for Bag {
+//!     const HEAD_OFFSET: usize = core::mem::offset_of!(Bag, items);
+//!     fn hlist(&self) -> &HList<Item, ShardToken> {
+//!         &self.items
+//!     }
+//! }
+//!
+//! let mut zero = ShardToken::acquire_nth(0).ok_or(EBUSY)?;
+//! let mut one = ShardToken::acquire_nth(1).ok_or(EBUSY)?;
+//! let bag = KBox::pin(Bag { items: HList::new_for(&one) }, GFP_KERNEL)?;
+//! let item = KBox::pin(Item { links: TreeLinks::new(), shard: AtomicUsize::new(0) }, GFP_KERNEL)?;
+//! // The item says shard 0: the list of shard 1 refuses it.
+//! assert_eq!(HList::push_front(bag.as_ref(), &one, item.as_ref()), Err(EINVAL));
+//! item.shard.store(1, Relaxed);
+//! HList::push_front(bag.as_ref(), &one, item.as_ref())?;
+//! assert!(hlist::owner_of(&*item, &one).is_some());
+//! assert!(hlist::unlink(&*item, &mut one));
+//! // Off every list, the holder of shard 0 finds it on none, without following its links.
+//! assert!(hlist::owner_of(&*item, &zero).is_none());
+//! assert!(!hlist::unlink(&*item, &mut zero));
+//! # Ok::<(), Error>(())
+//! ```
 
 use crate::{
     bindings,
     error::code::*,
     prelude::*,
-    search_tree::{LinkTree, Linked, Occupied, TreeLinks, TreeNode},
+    search_tree::{HeapPinned, LinkTree, Linked, Occupied, TreeLinks, TreeNode},
     types::Opaque,
 };
 use core::{
@@ -239,11 +300,26 @@ struct ListWords {
 }
 
 /// An element of an [`HList`]; its links are those of its [`TreeNode`] implementation.
-pub trait HListNode: TreeNode {
+///
+/// # Safety
+///
+/// The values are [`HeapPinned`] (never linked from a stack). While an element is on a list,
+/// [`HListNode::list_id`] returns the id of that list's token, from any thread; it returns
+/// something else only while the element is on no list, and changes only when no other thread
+/// can be calling this module's functions on the element (no other thread can reach it: it is in
+/// no list or tree that another thread walks).
+pub unsafe trait HListNode: HeapPinned {
     /// The type of the objects whose lists the element goes on.
     type Owner: HListOwner<Self, Self::Token>;
     /// The token that governs those lists.
     type Token: Token;
+
+    /// The id of the token of the list the element is on, or may go on next. With a token type
+    /// of one id, the default, 0, is right. An element is only linked onto a list of this id.
+    #[inline]
+    fn list_id(&self) -> usize {
+        0
+    }
 }
 
 /// An object that holds an [`HList`]. Safe to implement: the offset is checked when linking.
@@ -395,6 +471,9 @@ impl<T: HListNode, K: Token> HList<T, K> {
     pub fn push_front<O: HListOwner<T, K>>(owner: Pin<&O>, token: &K, elem: Pin<&T>) -> Result {
         let list = Self::of_owner(owner.get_ref())?;
         check_id(token, list.id);
+        if elem.list_id() != list.id as usize {
+            return Err(EINVAL);
+        }
         let (words, links) = words_of(elem.get_ref()).ok_or(EINVAL)?;
         if links.is_linked() {
             return Err(EBUSY);
@@ -417,6 +496,9 @@ impl<T: HListNode, K: Token> HList<T, K> {
     ) -> Result {
         let list = Self::of_owner(owner.get_ref())?;
         check_id(token, list.id);
+        if stopped.get().list_id() != list.id as usize {
+            return Err(EINVAL);
+        }
         let elem = stopped.unlink_linked();
         // `elem` was in the tree, so its links are at its checked offset, and it is pinned.
         let (words, _) = words_of(elem).ok_or(EINVAL)?;
@@ -525,10 +607,32 @@ fn list_of<T: HListNode>(elem: &T) -> Option<(*mut ListWords, *const HList<T, T:
     Some((words, (links.word(2) & !1) as *const HList<T, T::Token>))
 }
 
+/// The list `elem` is on, if it is on one, for a holder of the token of id `id`. The element's
+/// [`HListNode::list_id`] is checked before its links are followed: an element whose list is of
+/// another id may be changing under that id's holder. An element on a list of another id panics,
+/// as a list of another id does.
+#[inline]
+fn list_of_for<T: HListNode>(
+    elem: &T,
+    id: usize,
+) -> Option<(*mut ListWords, *const HList<T, T::Token>)> {
+    let theirs = elem.list_id();
+    if theirs != id {
+        // Whether it is on a list at all is one volatile read of its links.
+        if words_of(elem).is_some_and(|(_, links)| links.linked() == Linked::OnList) {
+            wrong_token(id, theirs as u32);
+        }
+        return None;
+    }
+    // By the `HListNode` contract, a list the element is on is of the caller's id, whose token
+    // the caller holds: nobody else changes the element's links meanwhile.
+    list_of(elem)
+}
+
 /// The owner of the list `elem` is on, for as long as the token is borrowed.
 #[inline]
 pub fn owner_of<'t, T: HListNode>(elem: &T, token: &'t T::Token) -> Option<&'t T::Owner> {
-    let (_, list) = list_of(elem)?;
+    let (_, list) = list_of_for(elem, token.id())?;
     // SAFETY: A list with an element on it is alive (see below).
     check_id(token, unsafe { (*list).id });
     // SAFETY: A list with an element on it is alive (a non-empty list panics when dropped) and
@@ -553,7 +657,7 @@ pub fn is_on<T: HListNode>(elem: &T, owner: &T::Owner) -> bool {
 
 /// Takes `elem` off the list it is on; `false` if it is on none. O(1).
 pub fn unlink<T: HListNode>(elem: &T, token: &mut T::Token) -> bool {
-    let Some((words, list)) = list_of(elem) else {
+    let Some((words, list)) = list_of_for(elem, token.id()) else {
         return false;
     };
     // SAFETY: A list with an element on it is alive.
@@ -643,7 +747,7 @@ impl<T: Unpin, K: Token> TokenCell<T, K> {
 /// how many there were (0 if `elem` is on no list).
 #[inline]
 pub fn clear_list_of<T: HListNode>(elem: &T, token: &mut T::Token, each: impl FnMut(&T)) -> usize {
-    let Some((_, list)) = list_of(elem) else {
+    let Some((_, list)) = list_of_for(elem, token.id()) else {
         return 0;
     };
     // SAFETY: A list with an element on it is alive.
@@ -654,7 +758,7 @@ pub fn clear_list_of<T: HListNode>(elem: &T, token: &mut T::Token, each: impl Fn
 
 /// The length of the list `elem` is on (0 if none).
 pub fn list_len_of<T: HListNode>(elem: &T, token: &T::Token) -> usize {
-    match list_of(elem) {
+    match list_of_for(elem, token.id()) {
         Some((_, list)) => {
             // SAFETY: `list` has an element, so it is alive; the shared token keeps it so.
             let list = unsafe { &*list };

@@ -25,7 +25,11 @@
 //!
 //! - elements are pinned, so they do not move while linked;
 //! - [`TreeLinks`] panics when it is dropped while linked, so a linked element is never freed (a
-//!   kernel panic is a `BUG()`; it does not return, so the memory stays valid);
+//!   kernel panic is a `BUG()`; it does not return, and a heap allocation whose drop did not
+//!   return is never freed, so the memory stays valid). A stack frame is not kept so: the task
+//!   that oopses exits and its stack goes. A [`BoxTree`] owns its elements in boxes; a
+//!   [`LinkTree`] links only elements of [`HeapPinned`] types, whose implementer promises that
+//!   they are never linked from a stack;
 //! - the offset of the links inside an element is declared by [`TreeNode::LINKS_OFFSET`] and
 //!   checked against the links' real address when the element is linked, so that converting a
 //!   link back into its element is always right. Implementing [`TreeNode`] therefore needs no
@@ -38,7 +42,7 @@
 //! # Examples
 //!
 //! ```
-//! use kernel::search_tree::{LinkTree, Step, TreeLinks, TreeNode, Walk};
+//! use kernel::search_tree::{HeapPinned, LinkTree, Step, TreeLinks, TreeNode, Walk};
 //! use kernel::prelude::*;
 //! use core::cmp::Ordering;
 //!
@@ -53,6 +57,8 @@
 //!         Some(&self.links)
 //!     }
 //! }
+//! // SAFETY: Items are linked only from the boxes below.
+//! unsafe impl HeapPinned for Item {}
 //!
 //! let mut items = KVec::new();
 //! for value in [3u32, 1, 2] {
@@ -584,28 +590,42 @@ macro_rules! common_tree_methods {
     };
 }
 
-/// A tree that links elements owned elsewhere.
+/// A [`TreeNode`] type whose values are linked into a [`LinkTree`] or onto an
+/// [`crate::hlist::HList`] only where they stay allocated if their drop panics.
+///
+/// A linked element's [`TreeLinks`] panic when dropped, and the kernel's panic is a `BUG()`
+/// that never returns: an element in a heap allocation (a [`KBox`], an `Arc`) is then never
+/// freed, and the tree's pointers to it stay valid. An element pinned on a stack is not kept so:
+/// the task that oopses exits, and its stack is freed.
+///
+/// # Safety
+///
+/// A value of the type is never linked into a tree or onto a list while it lives on a stack (or
+/// anywhere else that is freed without running its drop to completion).
+pub unsafe trait HeapPinned: TreeNode {}
+
+/// A tree that links elements owned elsewhere, in heap allocations ([`HeapPinned`]).
 ///
 /// Elements enter pinned and leave when removed or when the tree is cleared or dropped; an
 /// element cannot be freed while linked (see the module documentation).
-pub struct LinkTree<T: TreeNode> {
+pub struct LinkTree<T: HeapPinned> {
     raw: RawTree<T>,
 }
 
 // SAFETY: The tree only hands out `&T` (to any thread that has `&LinkTree`) and unlinks elements
 // it was given; it may be used from any thread if `T` may be shared between threads.
-unsafe impl<T: TreeNode + Sync> Send for LinkTree<T> {}
+unsafe impl<T: HeapPinned + Sync> Send for LinkTree<T> {}
 // SAFETY: As above.
-unsafe impl<T: TreeNode + Sync> Sync for LinkTree<T> {}
+unsafe impl<T: HeapPinned + Sync> Sync for LinkTree<T> {}
 
-impl<T: TreeNode> Default for LinkTree<T> {
+impl<T: HeapPinned> Default for LinkTree<T> {
     #[inline]
     fn default() -> Self {
         Self::new()
     }
 }
 
-impl<T: TreeNode> LinkTree<T> {
+impl<T: HeapPinned> LinkTree<T> {
     /// An empty tree.
     #[inline]
     pub const fn new() -> Self {
@@ -676,7 +696,7 @@ impl<T: TreeNode> LinkTree<T> {
     }
 }
 
-impl<T: TreeNode> Drop for LinkTree<T> {
+impl<T: HeapPinned> Drop for LinkTree<T> {
     #[inline]
     fn drop(&mut self) {
         // The elements outlive the tree: unlink them so that they may be dropped later.
@@ -895,11 +915,11 @@ pub trait Tree<T: TreeNode>: private::Sealed {
 
 mod private {
     pub trait Sealed {}
-    impl<T: super::TreeNode> Sealed for super::LinkTree<T> {}
+    impl<T: super::HeapPinned> Sealed for super::LinkTree<T> {}
     impl<T: super::TreeNode> Sealed for super::BoxTree<T> {}
 }
 
-impl<T: TreeNode> Tree<T> for LinkTree<T> {
+impl<T: HeapPinned> Tree<T> for LinkTree<T> {
     type In<'a>
         = Pin<&'a T>
     where
@@ -1039,7 +1059,7 @@ impl<'a, T: TreeNode, R: Tree<T>> Occupied<'a, T, R> {
     }
 }
 
-impl<'a, T: TreeNode> Occupied<'a, T, LinkTree<T>> {
+impl<'a, T: HeapPinned> Occupied<'a, T, LinkTree<T>> {
     /// Unlinks the element and returns it for as long as the tree was borrowed.
     ///
     /// Crate-internal: an element out of every tree may be freed by its owner, so the caller

@@ -36,7 +36,7 @@ impl<'p> Fix<'p> {
 
     /// Adds an item for page `page`; returns its index.
     fn add(&mut self, page: usize) -> Result<usize> {
-        let item = KBox::pin(RmapItem::new(TestMapping::new(page)), GFP_KERNEL)?;
+        let item = RmapItem::new_boxed(TestMapping::new(page), GFP_KERNEL)?;
         self.its.push(item, GFP_KERNEL)?;
         Ok(self.its.len() - 1)
     }

@@ -394,7 +394,7 @@ pub(crate) fn items(n: usize) -> Result<KVec<Pin<KBox<RmapItem<TestPages>>>>> {
     let mut v = KVec::with_capacity(n, GFP_KERNEL)?;
     for i in 0..n {
         v.push(
-            KBox::pin(RmapItem::new(TestMapping::new(i)), GFP_KERNEL)?,
+            RmapItem::new_boxed(TestMapping::new(i), GFP_KERNEL)?,
             GFP_KERNEL,
         )?;
     }

@@ -275,7 +275,7 @@ fn full_or_empty_nodes_are_not_offered() -> TestResult {
     };
     let mut f = build(&p, 1, set, &mut stats).check()?;
     kunit_ensure_eq!(search(&mut f, &p, probe, set, &mut stats), Some(0));
-    let second = KBox::pin(RmapItem::new(TestMapping::new(0)), GFP_KERNEL).check()?;
+    let second = RmapItem::new_boxed(TestMapping::new(0), GFP_KERNEL).check()?;
     f.its.push(second, GFP_KERNEL).check()?;
     {
         let held = p.held(0);

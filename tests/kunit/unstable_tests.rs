@@ -32,7 +32,7 @@ fn probe(
     order: Order,
     stats: &mut Stats,
 ) -> Result<Seen> {
-    let item = KBox::pin(RmapItem::new(TestMapping::new(page)), GFP_KERNEL)?;
+    let item = RmapItem::new_boxed(TestMapping::new(page), GFP_KERNEL)?;
     let seen = lookup(tree, p, item.as_ref(), order, stats);
     tree.remove(&item);
     Ok(seen)

@@ -6,7 +6,8 @@ use crate::backend::Backend;
 use crate::stable::StableNode;
 use core::sync::atomic::{AtomicU16, AtomicU32, AtomicU8, Ordering::Relaxed};
 use kernel::hlist::{self, HListNode};
-use kernel::search_tree::{Linked, TreeLinks, TreeNode};
+use kernel::prelude::*;
+use kernel::search_tree::{HeapPinned, Linked, TreeLinks, TreeNode};
 use kernel::slist::{SListLinks, SListNode};
 
 /// One page of a process that KSM tracks (C's `struct ksm_rmap_item`).
@@ -53,8 +54,16 @@ pub(crate) enum Place<'t, B: Backend> {
 }
 
 impl<B: Backend> RmapItem<B> {
-    /// A loose item for `mapping`, whose checksum is not known yet.
-    pub(crate) fn new(mapping: B::Mapping) -> Self {
+    /// A loose item for `mapping`, whose checksum is not known yet, in a box allocated with
+    /// `flags` (items are only ever made boxed: see the `HeapPinned` implementation below).
+    pub(crate) fn new_boxed(
+        mapping: B::Mapping,
+        flags: kernel::alloc::Flags,
+    ) -> Result<Pin<KBox<Self>>> {
+        KBox::pin(Self::new(mapping), flags).map_err(|_| ENOMEM)
+    }
+
+    fn new(mapping: B::Mapping) -> Self {
         Self {
             scan: SListLinks::new(),
             mapping,
@@ -139,8 +148,14 @@ impl<B: Backend> RmapItem<B> {
         usize::from(self.whereabouts.load(Relaxed)) >> NID_BITS
     }
 
-    /// Records that the item goes into the trees of `shard` (below `MAX_SHARDS`).
+    /// Records that the item goes into the trees of `shard` (below `MAX_SHARDS`). Only while the
+    /// item is on no stable node's list: its shard is the id of its list's token
+    /// ([`HListNode::list_id`]), and ignored otherwise (no caller does).
     pub(crate) fn set_shard(&self, shard: usize) {
+        if self.links.linked() == Linked::OnList {
+            debug_assert!(false, "rksm: shard of an item on a list changed");
+            return;
+        }
         let w = self.whereabouts.load(Relaxed) & (MAX_NIDS as u16 - 1);
         self.whereabouts
             .store(w | ((shard % MAX_SHARDS) << NID_BITS) as u16, Relaxed);
@@ -155,9 +170,22 @@ impl<B: Backend> TreeNode for RmapItem<B> {
     }
 }
 
-impl<B: Backend> HListNode for RmapItem<B> {
+// SAFETY: Items are only made boxed (`RmapItem::new_boxed`; `new` is private to this module) and
+// linked only from their box, pinned.
+unsafe impl<B: Backend> HeapPinned for RmapItem<B> {}
+
+// SAFETY: `list_id` is the item's shard, which `set_shard` changes only while the item is on no
+// list (it checks). Its callers set it while the item is in no tree and on no list either (it has
+// just left them, or never entered them): then only the thread that works on the item reaches it,
+// since other threads reach items only through the trees and lists of a shard.
+unsafe impl<B: Backend> HListNode for RmapItem<B> {
     type Owner = StableNode<B>;
     type Token = B::Token;
+
+    #[inline]
+    fn list_id(&self) -> usize {
+        self.shard()
+    }
 }
 
 impl<B: Backend> SListNode for RmapItem<B> {

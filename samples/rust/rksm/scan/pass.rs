@@ -290,8 +290,8 @@ impl ScanState {
                 }
             }
         }
-        let Ok(item) = KBox::pin(
-            RmapItem::new(Mapping::new(slot.mm.clone(), addr)),
+        let Ok(item) = RmapItem::new_boxed(
+            Mapping::new(slot.mm.clone(), addr),
             GFP_KERNEL | __GFP_NORETRY | __GFP_NOWARN,
         ) else {
             return false;
