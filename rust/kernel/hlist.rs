@@ -35,6 +35,18 @@
 //! The rules of [`crate::search_tree`] keep the raw pointers valid: elements and heads are pinned,
 //! and links or a non-empty head panic (`BUG()`) when dropped.
 //!
+//! # Where the code is
+//!
+//! This file holds the list: [`HList`], the traits of its elements and owners ([`HListNode`],
+//! [`HListOwner`]), and how a list uses the words of [`TreeLinks`]. Two private submodules hold
+//! the rest, re-exported here:
+//!
+//! - `token`: the tokens that govern lists ([`Token`], [`define_token!`]), the id check every
+//!   operation makes, and [`TokenCell`]; none of it depends on lists;
+//! - `element`: the functions that start from an element rather than from a list ([`owner_of`],
+//!   [`is_on`], [`unlink`], [`clear_list_of`], [`list_len_of`]); those that follow the element's
+//!   links first check the id the element says its list has.
+//!
 //! # Examples
 //!
 //! ```
@@ -143,12 +155,14 @@
 //! assert!(!hlist::unlink(&*item, &mut zero));
 //! # Ok::<(), Error>(())
 //! ```
+//!
+//! [`define_token!`]: crate::define_token!
 
 use crate::{
     bindings,
     error::code::*,
     prelude::*,
-    search_tree::{HeapPinned, LinkTree, Linked, Occupied, TreeLinks, TreeNode},
+    search_tree::{HeapPinned, LinkTree, Occupied, TreeLinks, TreeNode},
     types::Opaque,
 };
 use core::{
@@ -158,135 +172,12 @@ use core::{
     sync::atomic::{AtomicU32, Ordering},
 };
 
-/// A type of which at most one value of each id exists at any time, and which is not `Sync`.
-///
-/// Holding `&mut` of the value proves exclusive access to everything governed by its id; holding
-/// `&` of it proves that no one takes anything away meanwhile, and that the holder is the one
-/// thread that may use it.
-///
-/// # Safety
-///
-/// No two values of the implementing type with the same [`Token::id`] may exist at the same time,
-/// a value's id never changes, and the type must not be `Sync`. Use [`define_token!`], which
-/// checks the first at run time and ensures the others.
-pub unsafe trait Token {
-    /// The id of this value.
-    fn id(&self) -> usize;
-}
+mod element;
+mod token;
 
-/// Panics unless `token` has the id `id` (a list or cell governed by another token).
-///
-/// Inlined, with the panic out of line: every access to a list or cell makes this check, several
-/// times per page on KSM's scan path.
-#[inline]
-#[track_caller]
-fn check_id<K: Token>(token: &K, id: u32) {
-    if token.id() != id as usize {
-        wrong_token(token.id(), id);
-    }
-}
-
-#[cold]
-#[inline(never)]
-#[track_caller]
-fn wrong_token(token: usize, id: u32) -> ! {
-    panic!("hlist: token {} used on a list of token {}", token, id);
-}
-
-/// Defines a [`Token`] type: `define_token!(Name)` makes `Name`, whose only constructor
-/// `Name::acquire()` returns `None` while another `Name` exists; `define_token!(Name, n)` makes
-/// one with ids `0..n`, whose `Name::acquire_nth(i)` returns `None` while another `Name` of id
-/// `i` exists (`acquire()` is `acquire_nth(0)`).
-///
-/// # Examples
-///
-/// ```
-/// use kernel::hlist::Token;
-/// use kernel::prelude::*;
-///
-/// kernel::define_token!(ShardToken, 2);
-///
-/// let one = ShardToken::acquire_nth(1).ok_or(EBUSY)?;
-/// assert!(ShardToken::acquire_nth(1).is_none());
-/// assert!(ShardToken::acquire_nth(2).is_none());
-/// let zero = ShardToken::acquire().ok_or(EBUSY)?;
-/// assert_eq!((zero.id(), one.id(), ShardToken::IDS), (0, 1, 2));
-/// drop(one);
-/// assert!(ShardToken::acquire_nth(1).is_some());
-/// # Ok::<(), Error>(())
-/// ```
-#[macro_export]
-macro_rules! define_token {
-    ($vis:vis $name:ident) => {
-        $crate::define_token!($vis $name, 1);
-    };
-    ($vis:vis $name:ident, $n:expr) => {
-        /// A token: at most one of each id exists at a time (see [`kernel::hlist::Token`]).
-        $vis struct $name {
-            id: u32,
-            // Not `Sync`: shared references to the token stay on one thread.
-            _not_sync: ::core::marker::PhantomData<::core::cell::Cell<()>>,
-        }
-
-        impl $name {
-            /// How many ids there are.
-            #[allow(dead_code)]
-            $vis const IDS: usize = $n;
-
-            #[inline]
-            fn taken() -> &'static [::core::sync::atomic::AtomicBool; $n] {
-                #[allow(clippy::declare_interior_mutable_const)]
-                const FREE: ::core::sync::atomic::AtomicBool =
-                    ::core::sync::atomic::AtomicBool::new(false);
-                static TAKEN: [::core::sync::atomic::AtomicBool; $n] = [FREE; $n];
-                &TAKEN
-            }
-
-            /// The token of id 0, unless it exists already.
-            #[allow(dead_code)]
-            $vis fn acquire() -> ::core::option::Option<Self> {
-                Self::acquire_nth(0)
-            }
-
-            /// The token of id `id`, unless it exists already or there is no such id.
-            #[allow(dead_code)]
-            $vis fn acquire_nth(id: usize) -> ::core::option::Option<Self> {
-                Self::taken()
-                    .get(id)?
-                    .compare_exchange(
-                        false,
-                        true,
-                        ::core::sync::atomic::Ordering::Acquire,
-                        ::core::sync::atomic::Ordering::Relaxed,
-                    )
-                    .ok()
-                    .map(|_| Self {
-                        id: id as u32,
-                        _not_sync: ::core::marker::PhantomData,
-                    })
-            }
-        }
-
-        impl ::core::ops::Drop for $name {
-            #[inline]
-            fn drop(&mut self) {
-                Self::taken()[self.id as usize]
-                    .store(false, ::core::sync::atomic::Ordering::Release);
-            }
-        }
-
-        // SAFETY: `acquire_nth` is the only way to make a value, and it succeeds only while no
-        // other value of that id exists (its flag is set while one does, and cleared when it is
-        // dropped); the id is private and never changes. The `Cell` marker keeps the type from
-        // being `Sync`.
-        unsafe impl $crate::hlist::Token for $name {
-            #[inline]
-            fn id(&self) -> usize {
-                self.id as usize
-            }
-        }
-    };
-}
+pub use element::{clear_list_of, is_on, list_len_of, owner_of, unlink};
+use token::check_id;
+pub use token::{Token, TokenCell};
 
 /// The words of [`TreeLinks`] as a list uses them.
 #[repr(C)]
@@ -362,7 +253,9 @@ impl<T: HListNode, K: Token> Default for HList<T, K> {
 
 #[inline]
 fn words_of<T: TreeNode>(elem: &T) -> Option<(*mut ListWords, &TreeLinks)> {
-    const { assert!(T::LINKS_OFFSET + core::mem::size_of::<TreeLinks>() <= core::mem::size_of::<T>()) };
+    const {
+        assert!(T::LINKS_OFFSET + core::mem::size_of::<TreeLinks>() <= core::mem::size_of::<T>());
+    };
     let links = elem.tree_links()?;
     let offset = (links as *const TreeLinks as usize).wrapping_sub(elem as *const T as usize);
     (offset == T::LINKS_OFFSET).then_some((links.raw().cast::<ListWords>(), links))
@@ -428,7 +321,9 @@ impl<T: HListNode, K: Token> HList<T, K> {
 
     /// The list of `owner`, checked to lie at `HEAD_OFFSET` inside it.
     fn of_owner<O: HListOwner<T, K>>(owner: &O) -> Result<&Self> {
-        const { assert!(O::HEAD_OFFSET + core::mem::size_of::<Self>() <= core::mem::size_of::<O>()) };
+        const {
+            assert!(O::HEAD_OFFSET + core::mem::size_of::<Self>() <= core::mem::size_of::<O>());
+        };
         let list = owner.hlist();
         let offset = (list as *const Self as usize).wrapping_sub(owner as *const O as usize);
         if offset == O::HEAD_OFFSET {
@@ -594,177 +489,5 @@ impl<T: HListNode, K: Token> Drop for HList<T, K> {
         if !self.is_empty() {
             panic!("hlist: list dropped while elements are still on it");
         }
-    }
-}
-
-/// The list `elem` is on, if it is on one.
-#[inline]
-fn list_of<T: HListNode>(elem: &T) -> Option<(*mut ListWords, *const HList<T, T::Token>)> {
-    let (words, links) = words_of(elem)?;
-    if links.linked() != Linked::OnList {
-        return None;
-    }
-    Some((words, (links.word(2) & !1) as *const HList<T, T::Token>))
-}
-
-/// The list `elem` is on, if it is on one, for a holder of the token of id `id`. The element's
-/// [`HListNode::list_id`] is checked before its links are followed: an element whose list is of
-/// another id may be changing under that id's holder. An element on a list of another id panics,
-/// as a list of another id does.
-#[inline]
-fn list_of_for<T: HListNode>(
-    elem: &T,
-    id: usize,
-) -> Option<(*mut ListWords, *const HList<T, T::Token>)> {
-    let theirs = elem.list_id();
-    if theirs != id {
-        // Whether it is on a list at all is one volatile read of its links.
-        if words_of(elem).is_some_and(|(_, links)| links.linked() == Linked::OnList) {
-            wrong_token(id, theirs as u32);
-        }
-        return None;
-    }
-    // By the `HListNode` contract, a list the element is on is of the caller's id, whose token
-    // the caller holds: nobody else changes the element's links meanwhile.
-    list_of(elem)
-}
-
-/// The owner of the list `elem` is on, for as long as the token is borrowed.
-#[inline]
-pub fn owner_of<'t, T: HListNode>(elem: &T, token: &'t T::Token) -> Option<&'t T::Owner> {
-    let (_, list) = list_of_for(elem, token.id())?;
-    // SAFETY: A list with an element on it is alive (see below).
-    check_id(token, unsafe { (*list).id });
-    // SAFETY: A list with an element on it is alive (a non-empty list panics when dropped) and
-    // lies at `HEAD_OFFSET` inside a pinned owner (checked when the element was linked); it cannot
-    // be emptied, so its owner cannot be freed, while the token is borrowed.
-    Some(unsafe {
-        &*list
-            .cast::<u8>()
-            .sub(<T::Owner as HListOwner<T, T::Token>>::HEAD_OFFSET)
-            .cast::<T::Owner>()
-    })
-}
-
-/// Whether `elem` is on the list of `owner`.
-#[inline]
-pub fn is_on<T: HListNode>(elem: &T, owner: &T::Owner) -> bool {
-    match (list_of(elem), HList::of_owner(owner)) {
-        (Some((_, list)), Ok(theirs)) => ptr::eq(list, theirs),
-        _ => false,
-    }
-}
-
-/// Takes `elem` off the list it is on; `false` if it is on none. O(1).
-pub fn unlink<T: HListNode>(elem: &T, token: &mut T::Token) -> bool {
-    let Some((words, list)) = list_of_for(elem, token.id()) else {
-        return false;
-    };
-    // SAFETY: A list with an element on it is alive.
-    check_id(token, unsafe { (*list).id });
-    // SAFETY: `words` are on `list`, which is alive (it has an element); the exclusive token
-    // excludes every other reader and writer. Unlinking repoints the neighbours.
-    unsafe {
-        let next = (*words).next;
-        let pprev = (*words).pprev;
-        *pprev = next;
-        if !next.is_null() {
-            (*next).pprev = pprev;
-        }
-        TreeLinks::clear_raw(words.cast::<bindings::rb_node>());
-        (*list).len.fetch_sub(1, Ordering::Relaxed);
-    }
-    true
-}
-
-/// A value that a holder of `&K` may read and a holder of `&mut K` may change, for data that
-/// lives next to token-governed lists (KSM's chains of stable nodes).
-///
-/// It is not [`crate::sync::LockedBy`], which proves access by a borrow of the data a given lock
-/// protects: the lists here are governed by tokens, values that are not locks (a shard's token
-/// lives under the shard's lock, but a single-threaded user, such as a KUnit suite, holds one
-/// with no lock at all), and a cell must check the same token as the lists next to it.
-///
-/// `T: Unpin`: handing out `&mut T` must not let pinned data move.
-pub struct TokenCell<T: Unpin, K: Token> {
-    value: core::cell::UnsafeCell<T>,
-    id: u32,
-    _k: PhantomData<*const K>,
-}
-
-// SAFETY: Access follows the token: shared with `&K`, exclusive with `&mut K`, from any thread.
-unsafe impl<T: Unpin + Send, K: Token> Send for TokenCell<T, K> {}
-// SAFETY: As above; `&mut T` is only handed out under the exclusive token.
-unsafe impl<T: Unpin + Send + Sync, K: Token> Sync for TokenCell<T, K> {}
-
-impl<T: Unpin, K: Token> TokenCell<T, K> {
-    /// A cell holding `value`, governed by the token of id 0.
-    #[inline]
-    pub const fn new(value: T) -> Self {
-        Self {
-            value: core::cell::UnsafeCell::new(value),
-            id: 0,
-            _k: PhantomData,
-        }
-    }
-
-    /// A cell holding `value`, governed by `token`'s id.
-    #[inline]
-    pub fn new_for(value: T, token: &K) -> Self {
-        Self {
-            value: core::cell::UnsafeCell::new(value),
-            id: token.id() as u32,
-            _k: PhantomData,
-        }
-    }
-
-    /// The value, for as long as the token is borrowed.
-    #[inline]
-    pub fn get<'t>(&'t self, token: &'t K) -> &'t T {
-        check_id(token, self.id);
-        // SAFETY: Only a holder of `&mut K` of the cell's id writes the value, and there is one
-        // `K` of that id: while it is borrowed, nobody can.
-        unsafe { &*self.value.get() }
-    }
-
-    /// The value, to change, for as long as the token is borrowed exclusively.
-    #[inline]
-    pub fn get_mut<'t>(&'t self, token: &'t mut K) -> &'t mut T {
-        check_id(token, self.id);
-        // SAFETY: The one `K` of the cell's id is borrowed exclusively: no other reference to the
-        // value exists.
-        unsafe { &mut *self.value.get() }
-    }
-
-    /// The value, when the cell itself is owned.
-    #[inline]
-    pub fn into_inner(self) -> T {
-        self.value.into_inner()
-    }
-}
-
-/// Takes every element off the list `elem` is on (`elem` too), calling `each` for each; returns
-/// how many there were (0 if `elem` is on no list).
-#[inline]
-pub fn clear_list_of<T: HListNode>(elem: &T, token: &mut T::Token, each: impl FnMut(&T)) -> usize {
-    let Some((_, list)) = list_of_for(elem, token.id()) else {
-        return 0;
-    };
-    // SAFETY: A list with an element on it is alive.
-    check_id(token, unsafe { (*list).id });
-    // SAFETY: `list` has an element, so it is alive; the exclusive token is held.
-    unsafe { (*list).clear_raw(each) }
-}
-
-/// The length of the list `elem` is on (0 if none).
-pub fn list_len_of<T: HListNode>(elem: &T, token: &T::Token) -> usize {
-    match list_of_for(elem, token.id()) {
-        Some((_, list)) => {
-            // SAFETY: `list` has an element, so it is alive; the shared token keeps it so.
-            let list = unsafe { &*list };
-            check_id(token, list.id);
-            list.len()
-        }
-        None => 0,
     }
 }
