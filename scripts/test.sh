@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # make test: set up, build both kernels and the guest programs, boot each kernel once and run
 # every suite in it (KUnit at boot on the rksm kernel, the kernel's KSM selftests, rksm's
-# workloads), boot the rksm kernel once more with its init left out (ksmrace noinit), then boot the debug kernels (FLAVOR=debug: KASAN, KFENCE, kmemleak, UBSAN, ...)
+# workloads; before the boots, the kernel crate's misuses that must not compile,
+# scripts/compile-fail.sh), boot the rksm kernel once more with its init left out (ksmrace noinit), then boot the debug kernels (FLAVOR=debug: KASAN, KFENCE, kmemleak, UBSAN, ...)
 # for the race regressions and a short torture (scripts/torture.sh, TORTURE_SECONDS per run,
 # default 180; TORTURE=0 leaves them out), then print one table per suite and
 # `N passed, N failed`. Exits non-zero on any failure. FAULT=panic|warning|selftest injects a
@@ -21,6 +22,16 @@ fi
 "$PROJECT/scripts/guest-progs.sh"
 
 rm -rf "$B/test"
+# Misuses of the kernel crate that must not compile, against the rksm test kernel's crate (the
+# last kernel built in build/obj; with KERNELS="rust c", the C kernel was, so rebuild rksm's).
+if [[ " $KERNELS " == *" rust "* ]]; then
+	grep -q '^CONFIG_KSM_RUST=y' "$B/obj/.config" || KSM=rust "$PROJECT/scripts/kernel.sh"
+	mkdir -p "$B/test/rust/compile_fail"
+	set +e
+	"$PROJECT/scripts/compile-fail.sh" > "$B/test/rust/compile_fail/compile_fail.out" 2>&1
+	echo $? > "$B/test/rust/compile_fail/compile_fail.rc"
+	set -e
+fi
 for k in $KERNELS; do
 	mkdir -p "$B/test/$k"
 	kunit=0

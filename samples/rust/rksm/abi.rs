@@ -7,7 +7,7 @@
 //! Reclaim, migration and memory failure reach a KSM folio's mappings through its stable node:
 //! they lock the folio and follow its back pointer to the node ([`kernel::mm::ksm::ksm_node`]),
 //! then walk the node's rmap_items. They hold the folio lock, not rksm's token, so rksm promises
-//! two things, which are its only `unsafe` code:
+//! two things:
 //!
 //! - a stable node pointed at by a folio is not freed while that folio is locked (the
 //!   [`KsmNode`] contract): rksm frees a node only when its page is gone (`get_ksm_folio` found
@@ -21,8 +21,15 @@
 //!   (page gone: nobody can lock it) are cleared without it. An item's anon_vma is set before it
 //!   is listed and dropped after it left the list.
 //!
-//! One more `unsafe` call, in `scan::init`: the memory notifier that prunes stable nodes when
-//! memory goes offline is registered for good, which only built-in code may do (rksm is).
+//! rksm's other `unsafe` code, each with its argument where it is:
+//!
+//! - `scan::init` registers the memory notifier that prunes stable nodes when memory goes
+//!   offline for good, which only built-in code may do (rksm is);
+//! - `item.rs` promises that rmap_items are linked only from their boxes (`HeapPinned`), and
+//!   that an item's shard, the id of its list's token, changes only while it is on no list
+//!   (`HListNode::list_id`);
+//! - `real.rs` splits a large folio through its lock guard (`split_if_large`), using no borrow
+//!   of the old folio afterwards.
 
 use crate::real::KsmBackend;
 use crate::scan::{self, ITEM_SIZE};
