@@ -84,11 +84,18 @@ def parse_ktap(console, kernel):
     suite = None
     planned = {}
     seen = {}
+    notes = []
     for line in lines:
         m = re.match(r"^    # Subtest: (\S+)", line)
         if m:
             suite = m.group(1)
             seen[suite] = 0
+            notes = []
+            continue
+        # What a case printed before its result: a failed case's assertion, for the report.
+        m = re.match(r"^    # (\S+): (.*)$", line)
+        if m and suite:
+            notes.append(m.group(2).split("/kunit/")[-1])
             continue
         m = re.match(r"^    1\.\.(\d+)", line)
         if m and suite:
@@ -100,8 +107,10 @@ def parse_ktap(console, kernel):
             status = "pass" if m.group(2) == "ok" else "fail"
             if re.search(r"#\s*SKIP", desc, re.I):
                 status = "skip"
-            cases.append(Case(kernel, "kunit:" + suite, desc.split(" #")[0], status))
+            detail = " | ".join(notes[-3:]) if status == "fail" else ""
+            cases.append(Case(kernel, "kunit:" + suite, desc.split(" #")[0], status, detail))
             seen[suite] += 1
+            notes = []
     for s, n in planned.items():
         if seen.get(s, 0) < n:
             cases.append(Case(kernel, "kunit:" + s, "cases after #%d" % seen.get(s, 0), "fail",
