@@ -501,8 +501,8 @@ pub struct WorkList<'a, T> {
     _slice: core::marker::PhantomData<&'a mut [T]>,
 }
 
-// SAFETY: Every element goes to one thread only (`take`, `take_back`), so sharing the list only moves
-// exclusive access to elements between threads, which `T: Send` allows.
+// SAFETY: Every element goes to one thread only (`take`, `take_back`), so sharing the list only
+// moves exclusive access to elements between threads, which `T: Send` allows.
 unsafe impl<T: Send> Sync for WorkList<'_, T> {}
 
 impl<'a, T> WorkList<'a, T> {

@@ -7,10 +7,10 @@
 //! [`include/linux/sched/mm.h`](srctree/include/linux/sched/mm.h)
 //!
 //! An [`Mm`] is a `struct mm_struct`. References to it count with `mmgrab()`/`mmdrop()`
-//! ([`ARef<Mm>`](crate::types::ARef)): they keep the structure, not the address space, which goes when its last user
-//! (`mm_users`) does; [`Mm::is_exiting`] tells. Its areas are reached through the guards of its
-//! mmap lock ([`MmapReadGuard`], [`MmapWriteGuard`]), whose lifetimes bound every [`VmArea`]
-//! reference handed out, so that no area is used after the lock is dropped.
+//! ([`ARef<Mm>`](crate::types::ARef)): they keep the structure, not the address space, which goes
+//! when its last user (`mm_users`) does; [`Mm::is_exiting`] tells. Its areas are reached through
+//! the guards of its mmap lock ([`MmapReadGuard`], [`MmapWriteGuard`]), whose lifetimes bound
+//! every [`VmArea`] reference handed out, so that no area is used after the lock is dropped.
 
 use crate::{
     bindings,

@@ -190,7 +190,8 @@ fn worst_case_search_cost() -> TestResult {
     kunit_ensure!(keyed.key_steps >= 8 * keyed.lookups);
     kunit_ensure_eq!(keyed.compares, keyed.lookups);
     pr_info!(
-        "rksm_stable: worst case, {} pages: {} bytes per lookup skipping, {} plain, {} by checksum, max depth {}\n",
+        "rksm_stable: worst case, {} pages: {} bytes per lookup skipping, {} plain, \
+         {} by checksum, max depth {}\n",
         n,
         skip.bytes / skip.lookups,
         plain.bytes / plain.lookups,

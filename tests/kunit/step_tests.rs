@@ -257,7 +257,8 @@ fn merges_as_the_reference(threads: usize) -> TestResult {
             per_thread,
         } = result.check()?;
         pr_info!(
-            "rksm_step: {} threads, {} passes, at most {} in a step at once, steps per thread {:?}\n",
+            "rksm_step: {} threads, {} passes, at most {} in a step at once, \
+             steps per thread {:?}\n",
             threads,
             passes,
             most,

@@ -228,7 +228,8 @@ fn worst_case_lookup_cost() -> TestResult {
     kunit_ensure_eq!(k.compares, 0);
     kunit_ensure!(k.max_depth >= 12);
     pr_info!(
-        "rksm_unstable: worst case, {} pages: {} bytes per lookup skipping, {} plain, {} by checksum, max depth {}\n",
+        "rksm_unstable: worst case, {} pages: {} bytes per lookup skipping, {} plain, \
+         {} by checksum, max depth {}\n",
         n,
         s.bytes / s.lookups,
         q.bytes / q.lookups,

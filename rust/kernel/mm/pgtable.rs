@@ -384,7 +384,7 @@ pub fn replace_if_same(
 /// (not device memory); `None` if `addr` is not in the area. `vma` shows that the caller holds
 /// the area's mmap lock.
 pub fn anon_page_at(vma: &VmArea, addr: usize) -> Option<HeldPage> {
-    if addr < vma.start() || addr >= vma.end() {
+    if !vma.contains(addr) {
         return None;
     }
     let mut fw = MaybeUninit::<bindings::folio_walk>::zeroed();
@@ -515,7 +515,7 @@ fn maps_ksm_page(vma: &VmArea, addr: usize) -> bool {
 /// Fails with `EFAULT` if `addr` is not in the area (a fault there would build page tables
 /// outside it), and with `ENOMEM` if the fault ran out of memory.
 pub fn break_ksm(vma: &VmArea, addr: usize, lock_vma: Option<&MmWriteLocked<'_>>) -> Result {
-    if addr < vma.start() || addr >= vma.end() {
+    if !vma.contains(addr) {
         return Err(EFAULT);
     }
     if let Some(locked) = lock_vma {

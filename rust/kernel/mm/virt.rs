@@ -12,7 +12,9 @@
 //! The reverse map reaches areas under another lock, that of an anon_vma whose tree links them,
 //! while their address space's mmap lock may be held by anyone, for writing too. Such an area is
 //! an [`RmapVmArea`], which offers only what that lock keeps still: it is not a [`VmArea`], so
-//! the page-table functions cannot be given one.
+//! the page-table functions cannot be given one. The mmap lock keeps all that the anon_vma lock
+//! does, so a [`VmArea`] is also an [`RmapVmArea`] (it dereferences to one), whose accessors
+//! (bounds, flags, address space) serve both.
 
 use super::{Mm, MmWriteLocked};
 use crate::{bindings, types::Opaque};
@@ -76,35 +78,6 @@ impl VmArea {
     #[inline]
     pub fn as_raw(&self) -> *mut bindings::vm_area_struct {
         super::opaque_ptr(&self.vma)
-    }
-
-    /// The first address of the area.
-    #[inline]
-    pub fn start(&self) -> usize {
-        // SAFETY: The area is valid (type invariant); its bounds are stable under the mmap lock.
-        unsafe { (*self.as_raw()).__bindgen_anon_1.__bindgen_anon_1.vm_start }
-    }
-
-    /// The address after the last of the area.
-    #[inline]
-    pub fn end(&self) -> usize {
-        // SAFETY: As in `start`.
-        unsafe { (*self.as_raw()).__bindgen_anon_1.__bindgen_anon_1.vm_end }
-    }
-
-    /// The area's flags (`vm_flags`).
-    #[inline]
-    pub fn flags(&self) -> flags::Flags {
-        // SAFETY: The area is valid; the flags change only under the mmap lock held for writing,
-        // which excludes the holders of this reference but the writer itself.
-        unsafe { (*self.as_raw()).__bindgen_anon_2.vm_flags as flags::Flags }
-    }
-
-    /// The address space of the area.
-    #[inline]
-    pub fn mm(&self) -> &Mm {
-        // SAFETY: An area's `vm_mm` is valid while the area is.
-        unsafe { Mm::from_raw((*self.as_raw()).vm_mm) }
     }
 
     /// Whether the area has an anon_vma (has ever had anonymous pages).
@@ -176,9 +149,24 @@ impl VmArea {
     }
 }
 
+impl core::ops::Deref for VmArea {
+    type Target = RmapVmArea;
+
+    /// The area as the reverse map sees it: what the anon_vma lock keeps, the mmap lock keeps too
+    /// (see [`RmapVmArea`]).
+    #[inline]
+    fn deref(&self) -> &RmapVmArea {
+        // SAFETY: Both are transparent wrappers of the same structure. The mmap lock, held for
+        // the borrow of `self` (type invariant), is one of the locks `RmapVmArea`'s invariant
+        // accepts.
+        unsafe { RmapVmArea::from_raw(self.as_raw()) }
+    }
+}
+
 /// A virtual memory area reached through the reverse map: a C `struct vm_area_struct` linked in
 /// the interval tree of an anon_vma whose lock the current thread holds, and whose address
-/// space's mmap lock it need not hold ([`AnonVmaReadGuard::vmas`] hands these out).
+/// space's mmap lock it need not hold ([`AnonVmaReadGuard::vmas`] hands these out). A [`VmArea`],
+/// whose mmap lock is held, is one too (through `Deref`).
 ///
 /// The anon_vma lock keeps the area from being freed (it is unlinked from the tree, under that
 /// lock, before it is), keeps its bounds and page offset (which are changed under the same lock,
@@ -195,9 +183,10 @@ impl VmArea {
 ///
 /// # Invariants
 ///
-/// The area is valid and linked in the interval tree of an anon_vma whose lock the current
-/// thread holds (for reading or writing), for the lifetime of the reference. (`RmapVmArea` is
-/// not `Sync`, so a reference cannot leave the thread.)
+/// The area is valid, and for the lifetime of the reference the current thread holds (for
+/// reading or writing) the lock of an anon_vma whose interval tree links the area, or the mmap
+/// lock of its address space. (`RmapVmArea` is not `Sync`, so a reference cannot leave the
+/// thread.)
 #[repr(transparent)]
 pub struct RmapVmArea {
     vma: Opaque<bindings::vm_area_struct>,
@@ -208,8 +197,8 @@ impl RmapVmArea {
     ///
     /// # Safety
     ///
-    /// `ptr` is a valid area linked in the interval tree of an anon_vma whose lock the current
-    /// thread holds, for reading or writing, for `'a`.
+    /// `ptr` is a valid area, and for `'a` the current thread holds (for reading or writing) the
+    /// lock of an anon_vma whose interval tree links it, or its address space's mmap lock.
     #[inline]
     pub unsafe fn from_raw<'a>(ptr: *mut bindings::vm_area_struct) -> &'a RmapVmArea {
         // SAFETY: `RmapVmArea` is a transparent wrapper; validity is the caller's promise.
@@ -225,8 +214,9 @@ impl RmapVmArea {
     /// The first address of the area.
     #[inline]
     pub fn start(&self) -> usize {
-        // SAFETY: The area is valid (type invariant); its bounds change only under the lock of
-        // its anon_vma's root, which the current thread holds (C's `vma_prepare()` takes it).
+        // SAFETY: The area is valid (type invariant); its bounds change only under both its mmap
+        // lock held for writing and the lock of its anon_vma's root (C's `vma_prepare()` takes
+        // it), and the current thread holds one of them.
         unsafe { (*self.as_raw()).__bindgen_anon_1.__bindgen_anon_1.vm_start }
     }
 
@@ -243,13 +233,13 @@ impl RmapVmArea {
         self.start() <= addr && addr < self.end()
     }
 
-    /// The area's flags (`vm_flags`), which may change as soon as they are read: the anon_vma
-    /// lock does not exclude their writers.
+    /// The area's flags (`vm_flags`). Under the anon_vma lock alone they may change as soon as
+    /// they are read (it does not exclude their writers); under the mmap lock they do not.
     #[inline]
     pub fn flags(&self) -> flags::Flags {
-        // SAFETY: The area is valid (type invariant). The flags are written under the mmap lock,
-        // which the current thread need not hold: they are read once, as C's `READ_ONCE()` does,
-        // an aligned word, which does not tear.
+        // SAFETY: The area is valid (type invariant). The flags are written under the mmap lock
+        // held for writing, which the current thread may not hold: they are read once, as C's
+        // `READ_ONCE()` does, an aligned word, which does not tear.
         unsafe {
             core::ptr::addr_of!((*self.as_raw()).__bindgen_anon_2.vm_flags).read_volatile()
                 as flags::Flags

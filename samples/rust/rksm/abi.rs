@@ -269,7 +269,7 @@ impl KsmOps for Rksm {
                 let addr = item.mapping().addr();
                 for vma in guard.vmas() {
                     kthread::cond_resched();
-                    if addr < vma.start() || addr >= vma.end() {
+                    if !vma.contains(addr) {
                         continue;
                     }
                     if core::ptr::eq(item.mapping().mm(), vma.mm()) == search_new_forks {

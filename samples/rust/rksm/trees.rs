@@ -73,6 +73,16 @@ pub(crate) struct Trees<B: Backend> {
     misplaced: KVec<Pin<KBox<StableNode<B>>>>,
 }
 
+/// The trees taken apart for a phase that works in one of them while it counts into the rest:
+/// the trees, the nodes waiting for a tree, and a context ([`Cx`]) over the pages, the shard's
+/// token, the settings, the statistics and the counters.
+pub(crate) struct Parts<'t, 'b, B: Backend> {
+    pub(crate) stable: &'t mut KVec<StableTree<B>>,
+    pub(crate) unstable: &'t mut KVec<UnstableTree<B>>,
+    pub(crate) misplaced: &'t mut KVec<Pin<KBox<StableNode<B>>>>,
+    pub(crate) cx: Cx<'b, 't, B>,
+}
+
 /// Empty trees for a change of `merge_across_nodes`.
 pub(crate) struct NewTrees<B: Backend> {
     stable: KVec<StableTree<B>>,
@@ -189,6 +199,31 @@ impl<B: Backend> Trees<B> {
         }
     }
 
+    /// Takes the trees apart (see [`Parts`]), with `backend` and `token` (the shard's).
+    fn parts<'t, 'b>(&'t mut self, backend: &'b B, token: &'t mut B::Token) -> Parts<'t, 'b, B> {
+        let set = self.settings();
+        let Self {
+            stable,
+            unstable,
+            misplaced,
+            stats,
+            counters,
+            ..
+        } = self;
+        Parts {
+            stable,
+            unstable,
+            misplaced,
+            cx: Cx {
+                backend,
+                token,
+                set,
+                stats,
+                counters,
+            },
+        }
+    }
+
     /// Empties every unstable tree, as each pass starts with.
     pub(crate) fn reset_unstable(&mut self) {
         for t in self.unstable.iter_mut() {
@@ -212,21 +247,12 @@ impl<B: Backend> Trees<B> {
             self.misplaced = pending;
             return;
         }
-        let set = self.settings();
-        let Self {
+        let Parts {
             stable,
             misplaced,
-            stats,
-            counters,
+            mut cx,
             ..
-        } = self;
-        let mut cx = Cx {
-            backend,
-            token,
-            set,
-            stats,
-            counters,
-        };
+        } = self.parts(backend, token);
         while let Some(node) = pending.pop() {
             rehome(stable, misplaced, &mut cx, node);
         }
@@ -246,23 +272,14 @@ impl<B: Backend> Trees<B> {
         if self.misplaced.reserve(1, GFP_KERNEL).is_err() {
             return;
         }
-        let set = self.settings();
-        let Self {
-            stable,
-            misplaced,
-            stats,
-            counters,
-            ..
-        } = self;
         let bytes = page.bytes();
         let key = Key::new(&bytes, sum);
-        let mut cx = Cx {
-            backend,
-            token,
-            set,
-            stats,
-            counters,
-        };
+        let Parts {
+            stable,
+            misplaced,
+            mut cx,
+            ..
+        } = self.parts(backend, token);
         if let Some(node) = stable[from].take(&mut cx, &key, addr) {
             rehome(stable, misplaced, &mut cx, node);
         }

@@ -146,20 +146,20 @@ impl<B: Backend> Trees<B> {
         trust: bool,
     ) -> Looked<'b, B> {
         item.set_shard(token.id());
-        let set = self.settings();
         let idx = self.index(backend.page_nid(page));
         let across = self.merge_across_nodes;
         // A node taken out of a tree must have a place to go (see `misplaced`).
         if !across && self.misplaced.reserve(1, GFP_KERNEL).is_err() {
             return Looked::Joined(Joined::Done(Outcome::MergeFailed));
         }
-        let Self {
+        // Trusting checksums needs trees ordered by checksum first.
+        let trust = trust && self.order == Order::Checksum;
+        let Parts {
             stable,
-            counters,
-            stats,
             misplaced,
+            mut cx,
             ..
-        } = self;
+        } = self.parts(backend, token);
         let bytes = page.bytes();
         // The checksum `admit` just recorded: the page's, unless it changed since (then, like a
         // change during a comparison, it may only make the lookups miss).
@@ -172,14 +172,7 @@ impl<B: Backend> Trees<B> {
         // anyway, once they are write-protected, so one comparison per page is saved. If the
         // pages turn out to differ (a checksum collision, or the page changed), the lookup is
         // made again comparing contents, and finds the equal page if there is one, as C's would.
-        let mut trust = trust && set.order == Order::Checksum;
-        let mut cx = Cx {
-            backend,
-            token,
-            set,
-            stats,
-            counters,
-        };
+        let mut trust = trust;
         let (moved, at) = loop {
             cx.set.trust_checksum = trust;
             match stable[idx].search(&mut cx, &key, elsewhere) {
@@ -229,15 +222,14 @@ impl<B: Backend> Trees<B> {
         missed: Missed,
         gated: bool,
     ) -> Outcome {
-        let set = self.settings();
         let across = self.merge_across_nodes;
-        let Self {
+        let by_checksum = self.order == Order::Checksum;
+        let Parts {
             stable,
             unstable,
-            counters,
-            stats,
+            cx,
             ..
-        } = self;
+        } = self.parts(backend, token);
         let Missed { idx, at } = missed;
         // An item of the page's checksum is taken as the match without comparing, as in the
         // stable tree; if the merge finds the pages differ, the lookup is made again comparing
@@ -249,18 +241,12 @@ impl<B: Backend> Trees<B> {
             // of the new KSM page's node is that of the page, whose node it is), unless the tree
             // changed meanwhile.
             at,
-            cx: Cx {
-                backend,
-                token,
-                set,
-                stats,
-                counters,
-            },
+            cx,
             idx,
             across,
         };
         let mut gated = gated;
-        match step.merge(item, page, set.order == Order::Checksum, &mut gated) {
+        match step.merge(item, page, by_checksum, &mut gated) {
             Outcome::Unproven => step.merge(item, page, false, &mut gated),
             outcome => outcome,
         }
