@@ -2,10 +2,13 @@
 
 /*
  * Address spaces (struct mm_struct) and their areas (struct vm_area_struct): references, the
- * mmap lock, flags and counters, VMA lookup, and marking the current task as the OOM killer's
- * first choice while it faults pages in for an address space.
+ * mmap lock, flags and counters, VMA lookup, the memory cgroup an address space is charged to,
+ * and marking the current task as the OOM killer's first choice while it faults pages in for an
+ * address space.
  */
 
+#include <linux/cgroup.h>
+#include <linux/memcontrol.h>
 #include <linux/mm.h>
 #include <linux/mm_inline.h>
 #include <linux/oom.h>
@@ -127,4 +130,32 @@ void rust_helper_set_current_oom_origin(void)
 void rust_helper_clear_current_oom_origin(void)
 {
 	clear_current_oom_origin();
+}
+
+bool rust_helper_mm_memcg_enabled(void)
+{
+	return IS_ENABLED(CONFIG_MEMCG) && !mem_cgroup_disabled();
+}
+
+/*
+ * The id (cgroup_id()) of the memory cgroup that the address space is charged to: that of its
+ * owner task (mm->owner); 0 without memory cgroups, or if the address space has no owner any more.
+ */
+u64 rust_helper_mm_memcg_cgroup_id(struct mm_struct *mm)
+{
+#ifdef CONFIG_MEMCG
+	struct mem_cgroup *memcg;
+	u64 id = 0;
+
+	if (mem_cgroup_disabled())
+		return 0;
+	rcu_read_lock();
+	memcg = mem_cgroup_from_task(rcu_dereference(mm->owner));
+	if (memcg)
+		id = cgroup_id(memcg->css.cgroup);
+	rcu_read_unlock();
+	return id;
+#else
+	return 0;
+#endif
 }

@@ -53,6 +53,13 @@ pub fn nr_node_ids() -> usize {
     unsafe { bindings::nr_node_ids as usize }
 }
 
+/// Whether memory cgroups are in use: built in, and not turned off (`cgroup_disable=memory`).
+#[inline]
+pub fn memcg_enabled() -> bool {
+    // SAFETY: Reads a static key, set during early boot.
+    unsafe { bindings::mm_memcg_enabled() }
+}
+
 /// Drains the per-CPU LRU caches of all CPUs (C's `lru_add_drain_all()`): pages held there have
 /// a raised reference count.
 #[inline]
@@ -218,6 +225,18 @@ impl Mm {
     #[inline]
     pub fn ksm_counters(&self) -> KsmCounters<'_> {
         KsmCounters { mm: self }
+    }
+
+    /// The id (C's `cgroup_id()`) of the memory cgroup the address space is charged to now, that
+    /// of its owner task (`mm->owner`); 0 without memory cgroups, or once no task owns it.
+    ///
+    /// Cgroup ids are not reused while the system runs (they are 64-bit kernfs ids), so an id
+    /// read here names one cgroup even after that cgroup is gone. The owner may move to another
+    /// cgroup as soon as this returns.
+    #[inline]
+    pub fn memcg_id(&self) -> u64 {
+        // SAFETY: The structure is valid; the helper reads its owner under RCU.
+        unsafe { bindings::mm_memcg_cgroup_id(self.as_raw()) }
     }
 }
 

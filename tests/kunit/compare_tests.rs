@@ -6,6 +6,7 @@
 use super::pages::{Pattern, TestPages};
 use crate::backend::Contents;
 use crate::compare::{verify_prefix, Descent, Order, Stats};
+use crate::domain::Tag;
 use core::cmp::Ordering;
 use kernel::kunit_suite::{Check, TestResult};
 use kernel::page::PAGE_SIZE;
@@ -168,9 +169,12 @@ fn descent_by_checksum() -> TestResult {
     let p = TestPages::new(8, Pattern::Worst).check()?;
     let key = p.held(4);
     let mut d = Descent::new(PAGE_SIZE - 8, Order::Checksum);
-    kunit_ensure_eq!(d.by_sum(5, 9), Some(Step::Left));
-    kunit_ensure_eq!(d.by_sum(5, 1), Some(Step::Right));
-    kunit_ensure_eq!(d.by_sum(5, 5), None);
+    kunit_ensure_eq!(d.by_tag(Tag::new(0, 5), Tag::new(0, 9)), Some(Step::Left));
+    kunit_ensure_eq!(d.by_tag(Tag::new(0, 5), Tag::new(0, 1)), Some(Step::Right));
+    kunit_ensure_eq!(d.by_tag(Tag::new(0, 5), Tag::new(0, 5)), None);
+    // The domain comes first: a node of another domain is passed whatever its checksum.
+    kunit_ensure_eq!(d.by_tag(Tag::new(2, 5), Tag::new(1, 9)), Some(Step::Right));
+    kunit_ensure_eq!(d.by_tag(Tag::new(1, 5), Tag::new(2, 1)), Some(Step::Left));
     kunit_ensure_eq!(d.start(), 0);
     let (step, _) = d.compare(&key.bytes(), &p.held(6).bytes());
     kunit_ensure_eq!(step, Step::Left);
@@ -180,11 +184,14 @@ fn descent_by_checksum() -> TestResult {
     kunit_ensure_eq!(d.start(), PAGE_SIZE - 8);
     let mut stats = Stats::default();
     d.finish(&mut stats);
-    kunit_ensure_eq!((stats.compares, stats.key_steps), (2, 2));
+    kunit_ensure_eq!((stats.compares, stats.key_steps), (2, 4));
     kunit_ensure_eq!(stats.bytes, (2 * PAGE_SIZE) as u64);
     kunit_ensure_eq!(d.floor_after_insert(false), 0);
     for order in [Order::Plain, Order::SkipPrefix] {
-        kunit_ensure_eq!(Descent::new(0, order).by_sum(5, 9), None);
+        kunit_ensure_eq!(
+            Descent::new(0, order).by_tag(Tag::new(0, 5), Tag::new(0, 9)),
+            None
+        );
     }
     Ok(())
 }

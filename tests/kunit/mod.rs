@@ -6,6 +6,7 @@
 //! process and no address space.
 
 mod compare_tests;
+mod domain_tests;
 mod knob_tests;
 mod layout_tests;
 mod merge_tests;

@@ -9,12 +9,13 @@
 
 use crate::backend::{Backend, Contents};
 use crate::compare::Order;
+use crate::domain::{Domain, Scope};
 use crate::item::RmapItem;
 use crate::stable::StableNode;
 use crate::step::Shards;
 use crate::trees::Trees;
 use core::cmp::Ordering;
-use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
+use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
 use kernel::mm::contents::{MappedPage, PageBytes};
 use kernel::page::{Page, PAGE_SIZE};
 use kernel::prelude::*;
@@ -112,10 +113,12 @@ impl Pattern {
     }
 }
 
-/// What an rmap_item of the test backend maps: the index of a page, and the one it had first.
+/// What an rmap_item of the test backend maps: the index of a page, the one it had first, and
+/// the merge domain of its "process" (what `merge_scope` splits pages by).
 pub(crate) struct TestMapping {
     page: AtomicUsize,
     orig: usize,
+    domain: AtomicU64,
 }
 
 impl TestMapping {
@@ -123,7 +126,18 @@ impl TestMapping {
         Self {
             page: AtomicUsize::new(page),
             orig: page,
+            domain: AtomicU64::new(0),
         }
+    }
+
+    /// The merge domain of the mapping's process (with any scope but `Global`).
+    pub(crate) fn domain(&self) -> Domain {
+        self.domain.load(Relaxed)
+    }
+
+    /// Moves the mapping's process to domain `domain` (as a process moves to another cgroup).
+    pub(crate) fn set_domain(&self, domain: Domain) {
+        self.domain.store(domain, Relaxed);
     }
 
     /// The page mapped now.
@@ -287,6 +301,14 @@ impl Backend for TestPages {
 
     fn item_page(&self, mapping: &TestMapping) -> Option<Held<'_>> {
         self.hold(mapping.page())
+    }
+
+    fn domain(&self, mapping: &TestMapping, scope: Scope) -> Domain {
+        if scope.is_scoped() {
+            mapping.domain()
+        } else {
+            0
+        }
     }
 
     fn peek_page(&self, item: &RmapItem<Self>) -> Option<Held<'_>> {

@@ -191,6 +191,7 @@ fn run(
         Outcome::Missed,
         Outcome::MergeFailed,
         Outcome::Busy,
+        Outcome::Unmerged,
         Outcome::Unproven,
     ];
     let mut last = KVec::with_capacity(PAGES, GFP_KERNEL)?;

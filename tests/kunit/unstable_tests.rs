@@ -6,6 +6,7 @@
 use super::pages::{items, max_rb_height, shuffled, Pattern, TestMapping, TestPages};
 use crate::backend::Contents;
 use crate::compare::{Order, Stats};
+use crate::domain::Scope;
 use crate::item::RmapItem;
 use crate::unstable::{Lookup, Probe, UnstableTree};
 use core::cmp::Ordering;
@@ -53,6 +54,8 @@ fn lookup(
         same_node_only: false,
         order,
         trust: false,
+        scope: Scope::Global,
+        domain: 0,
     };
     match tree.search_insert(p, item, &key, how, stats, || true) {
         Lookup::Found(hit) => Seen::Found(hit.page.index),

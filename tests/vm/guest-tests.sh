@@ -102,6 +102,12 @@ run races advisor 300 "$top/build/tests/ksmrace" advisor 150
 
 workloads ""
 
+# rksm's merge domains: no frame shared across cgroups or processes when asked, a process that
+# moves follows its new cgroup (tests/vm/merge_scope.py).
+if [ -e /sys/kernel/mm/ksm/merge_scope ]; then
+	run domains merge_scope 900 python3 "$top/tests/vm/merge_scope.py"
+fi
+
 # rksm with two scanner threads (its scan_threads knob): the selftests and workloads again.
 threads=/sys/kernel/mm/ksm/scan_threads
 if [ -e $threads ]; then

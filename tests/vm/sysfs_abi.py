@@ -96,7 +96,34 @@ class Tap:
 
 
 # Files only rksm has.
-OWN = {"scan_threads"}
+OWN = {"scan_threads", "merge_scope"}
+
+SCOPES = "global memcg mm"
+
+
+def scope_shown(scope):
+    """What merge_scope reads with `scope` in use: every scope, that one in brackets."""
+    return " ".join("[%s]" % s if s == scope else s for s in SCOPES.split())
+
+
+def check_merge_scope(tap):
+    """rksm's merge_scope: global at boot; each scope accepted and read back; anything else EINVAL
+    and unchanged (the EBUSY rule is checked with the busy knobs)."""
+    tap.check(os.stat(path("merge_scope")).st_mode & 0o777 == 0o644, "merge_scope: mode 644")
+    tap.check(read("merge_scope") == scope_shown("global"),
+              "merge_scope: global at boot (%r)" % read("merge_scope"))
+    # An empty write returns 0 without reaching the knob (kernfs), as for every file.
+    res = write("merge_scope", "")
+    tap.check(res == "0" and read("merge_scope") == scope_shown("global"),
+              "merge_scope: '' changes nothing (%s), reads %r" % (res, read("merge_scope")))
+    for data in ["abc", "\n", "Global", "mm2", "memcg mm", " mm", "mm ", "1", "[mm]"]:
+        res = write("merge_scope", data)
+        tap.check(res == "EINVAL" and read("merge_scope") == scope_shown("global"),
+                  "merge_scope: %r refused with EINVAL (%s), reads %r" % (data, res, read("merge_scope")))
+    for data, want in [("mm", "mm"), ("memcg\n", "memcg"), ("mm\n", "mm"), ("global", "global")]:
+        res = write("merge_scope", data)
+        tap.check(res.isdigit() and read("merge_scope") == scope_shown(want),
+                  "merge_scope: %r accepted (%s), reads %r" % (data, res, read("merge_scope")))
 
 
 def check_scan_threads(tap):
@@ -125,6 +152,8 @@ def main():
     names = [n for n in names if n not in OWN]
     if "scan_threads" in own:
         check_scan_threads(tap)
+    if "merge_scope" in own:
+        check_merge_scope(tap)
     modes = {n: os.stat(path(n)).st_mode & 0o777 for n in names}
     writable = [n for n in names if modes[n] & 0o200]
     for n in names:
@@ -196,6 +225,12 @@ def main():
     tap.check(res["merge_across_nodes=0"] == "EBUSY" and res["max_page_sharing=3"] == "EBUSY",
               "merge_across_nodes and max_page_sharing refuse to change while pages are merged (%s, %s)"
               % (res["merge_across_nodes=0"], res["max_page_sharing=3"]))
+    if "merge_scope" in own:
+        # rksm's own knob follows merge_across_nodes' rules (kept out of the compared record).
+        busy = [write("merge_scope", "mm"), read("merge_scope"), write("merge_scope", "global")]
+        tap.check(busy[0] == "EBUSY" and busy[1] == scope_shown("global") and busy[2].isdigit(),
+                  "merge_scope refuses to change while pages are merged (%s), an unchanged value "
+                  "is accepted (%s)" % (busy[0], busy[2]))
     for p in procs:
         p.stdin.close()
         p.wait()
@@ -208,6 +243,10 @@ def main():
                "max_page_sharing=3 -> %s reads %s, back -> %s" % tuple(res))
     tap.check(res[1] == "0" and res[4] == "3",
               "both change once run=2 unmerged everything (%s, %s)" % (res[0], res[3]))
+    if "merge_scope" in own:
+        res = [write("merge_scope", "mm"), read("merge_scope"), write("merge_scope", "global")]
+        tap.check(res[1] == scope_shown("mm") and res[2].isdigit(),
+                  "merge_scope changes once run=2 unmerged everything (%s, reads %r)" % (res[0], res[1]))
 
     for n in writable:
         if n != "run":

@@ -7,6 +7,7 @@
 //! kernel's backend does so with the folios of real address spaces ([`crate::real`]); the KUnit
 //! suites' with kernel pages they fill.
 
+use crate::domain::{Domain, Scope};
 use crate::item::RmapItem;
 use crate::stable::StableNode;
 use core::pin::Pin;
@@ -46,6 +47,10 @@ pub(crate) trait Backend: Sized {
 
     /// The page `mapping` maps now, if it is still there and may still be merged.
     fn item_page(&self, mapping: &Self::Mapping) -> Option<Self::Page<'_>>;
+
+    /// The merge domain of the pages `mapping`'s address space maps, under `scope` (see
+    /// [`crate::domain`]): 0 with [`Scope::Global`]. Read each time, as it is now.
+    fn domain(&self, mapping: &Self::Mapping, scope: Scope) -> Domain;
 
     /// A page to order `item` by in the unstable tree without looking its mapping up: the page
     /// it mapped when it was inserted ([`Backend::note_page`]), if that frame still holds a page

@@ -47,7 +47,13 @@
 //! ancestor of that checksum still encloses every node below it. Steps decided by checksum set no
 //! bound, and the tree keeps no floor (its smallest and largest pages need not share a prefix with
 //! the nodes of one checksum), so with one bound a comparison starts at byte 0.
+//!
+//! With merge domains (`merge_scope`, see [`crate::domain`]) the domain comes before the
+//! checksum: the pair is a page's [`Tag`]. A descent passes every page of another domain by its
+//! tag, as it passes pages of another checksum, and so never reads one. (The other orders are
+//! C's, kept for KUnit's comparisons; they have one domain.)
 
+use crate::domain::{Domain, Tag};
 use kernel::mm::contents::{Comparison, PageBytes};
 use kernel::page::PAGE_SIZE;
 use kernel::search_tree::Step;
@@ -64,24 +70,41 @@ pub(crate) enum Order {
     Checksum,
 }
 
-/// A page to look up: its contents and its checksum (used with [`Order::Checksum`]).
+/// A page to look up: its contents, its checksum and its merge domain (used with
+/// [`Order::Checksum`], which orders by the domain first: see [`crate::domain`]).
 pub(crate) struct Key<'a> {
     /// The page's bytes.
     pub(crate) bytes: &'a PageBytes<'a>,
     /// The page's checksum ([`PageBytes::checksum`]), as recorded for it.
     pub(crate) sum: u32,
+    /// The page's merge domain (0 unless pages are split into domains).
+    pub(crate) domain: Domain,
 }
 
 impl<'a> Key<'a> {
-    /// The key of `bytes`, whose checksum was recorded as `sum`.
+    /// The key of `bytes`, whose checksum was recorded as `sum`, in domain 0.
     pub(crate) fn new(bytes: &'a PageBytes<'a>, sum: u32) -> Self {
-        Self { bytes, sum }
+        Self {
+            bytes,
+            sum,
+            domain: 0,
+        }
     }
 
-    /// The key of `bytes`, computing their checksum.
+    /// The key of `bytes`, computing their checksum, in domain 0.
     pub(crate) fn of(bytes: &'a PageBytes<'a>) -> Self {
-        let sum = bytes.checksum();
-        Self { bytes, sum }
+        Self::new(bytes, bytes.checksum())
+    }
+
+    /// The same key in domain `domain`.
+    pub(crate) fn in_domain(self, domain: Domain) -> Self {
+        Self { domain, ..self }
+    }
+
+    /// What orders the key before its contents.
+    #[inline]
+    pub(crate) fn tag(&self) -> Tag {
+        Tag::new(self.domain, self.sum)
     }
 }
 
@@ -141,11 +164,11 @@ impl Descent {
         }
     }
 
-    /// With [`Order::Checksum`], where a node whose recorded checksum is `node` sends the key
-    /// whose checksum is `key`, or `None` if the checksums are equal and the pages must be
+    /// With [`Order::Checksum`], where a node whose recorded tag (domain and checksum) is `node`
+    /// sends the key whose tag is `key`, or `None` if the tags are equal and the pages must be
     /// compared. Always `None` with the other orders.
     #[inline]
-    pub(crate) fn by_sum(&mut self, key: u32, node: u32) -> Option<Step> {
+    pub(crate) fn by_tag(&mut self, key: Tag, node: Tag) -> Option<Step> {
         if self.order != Order::Checksum {
             return None;
         }

@@ -9,6 +9,7 @@
 //! write-protect, compare the whole pages, replace.
 
 use crate::backend::{Backend, Contents};
+use crate::domain::{Domain, Scope};
 use crate::item::RmapItem;
 use crate::stable::StableNode;
 use crate::tunables;
@@ -300,6 +301,16 @@ impl Backend for KsmBackend {
             && node
                 .ksm_page()
                 .is_some_and(|p| p.load() == page.0.page().pfn())
+    }
+
+    fn domain(&self, mapping: &Mapping, scope: Scope) -> Domain {
+        match scope {
+            Scope::Global => 0,
+            Scope::Memcg => mapping.mm().memcg_id(),
+            // Unique among the address spaces alive; every rmap_item of this one keeps it
+            // allocated (`mmgrab()`), so no node of its domain outlives it with a mapping.
+            Scope::Mm => mapping.mm().as_raw() as usize as Domain,
+        }
     }
 
     fn still_maps(&self, item: &RmapItem<Self>, page: &Page, listed: usize) -> bool {

@@ -11,7 +11,8 @@
 //!    split into shards by checksum ([`shards`]), each under its lock.
 //! 3. **The trees** ([`trees`]: one stable and one unstable tree per NUMA node): merged pages
 //!    ([`stable`]) and candidates ([`unstable`]), indexed by contents, searched with comparisons
-//!    that skip a prefix already known to be equal ([`compare`]); the rmap_items that record each
+//!    that skip a prefix already known to be equal ([`compare`]), and split into merge domains
+//!    when `merge_scope` asks ([`domain`]); the rmap_items that record each
 //!    tracked page ([`item`]). They reach pages through a [`backend::Backend`], so that KUnit
 //!    drives them with pages it fills and the kernel with the pages of processes ([`real`]).
 //! 4. **The ABI**: the functions of `<linux/ksm.h>` the rest of the kernel calls ([`abi`]), the
@@ -34,6 +35,7 @@ mod step;
 // The trees and what they index.
 mod backend;
 mod compare;
+mod domain;
 mod item;
 mod real;
 mod stable;

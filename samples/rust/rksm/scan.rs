@@ -22,6 +22,7 @@
 //! - [`SlotsToken`], in [`ScanState`], governs each address space's list of rmap_items.
 
 use crate::backend::Backend;
+use crate::domain::Scope;
 use crate::item::{RmapItem, MAX_NIDS, MAX_SHARDS};
 use crate::real::{KsmBackend, KsmToken, Mapping, Page};
 use crate::shards::{Shard, ShardSet};
@@ -67,7 +68,9 @@ use slots::*;
 pub(crate) use advisor::reset_advisor;
 #[cfg(CONFIG_KUNIT)]
 pub(crate) use control::tree_knobs;
-pub(crate) use control::{set_max_page_sharing, set_merge_across_nodes, set_run};
+pub(crate) use control::{
+    merge_scope, set_max_page_sharing, set_merge_across_nodes, set_merge_scope, set_run,
+};
 pub(crate) use ksmd::{set_scan_threads, wake_iter, wake_thread};
 pub(crate) use slots::{enter, exit, unmerging};
 
@@ -83,9 +86,10 @@ pub(crate) const ITEM_SIZE: usize = core::mem::size_of::<RmapItem<KsmBackend>>()
 // Every tracked page costs no more than in C KSM, whose `struct ksm_rmap_item` is 64 bytes.
 const _: () = assert!(ITEM_SIZE <= 64);
 
-// A stable node (with the checksum that orders it) fits the 64-byte slab of C's
-// `struct ksm_stable_node`.
-const _: () = assert!(core::mem::size_of::<crate::stable::StableNode<KsmBackend>>() <= 64);
+// A stable node is C's `struct ksm_stable_node` (64 bytes) with the checksum and merge domain
+// that order it: 72 bytes, one per KSM page (`pages_shared`). Keeping the domain out of line
+// would keep 64 bytes at the cost of an allocation and an indirection per scoped node.
+const _: () = assert!(core::mem::size_of::<crate::stable::StableNode<KsmBackend>>() <= 72);
 
 type Item = RmapItem<KsmBackend>;
 

@@ -13,6 +13,7 @@
 
 use crate::backend::{Backend, Contents};
 use crate::compare::{Descent, Key, Order, Stats};
+use crate::domain::{Domain, Tag};
 use crate::item::RmapItem;
 use core::cell::Cell;
 use core::sync::atomic::{AtomicU16, Ordering::Relaxed};
@@ -48,6 +49,9 @@ pub(crate) struct StableNode<B: Backend> {
     /// The checksum of the node's page (of its dups' pages for a chain), which orders it with
     /// [`Order::Checksum`]; the page is write-protected, so it does not change.
     checksum: u32,
+    /// The merge domain of the pages that map the node's page (see [`crate::domain`]), which
+    /// orders it before its checksum: that of the page the node was made from.
+    domain: Domain,
 }
 
 enum Kind<B: Backend> {
@@ -80,15 +84,16 @@ impl<B: Backend> StableNode<B> {
     }
 
     /// A node whose list and chain `token` governs (the token of its shard), for pages whose
-    /// checksum is `checksum`.
-    fn new(kind: Kind<B>, nid: usize, checksum: u32, token: &B::Token) -> Result<Pin<KBox<Self>>> {
+    /// domain and checksum are `tag`.
+    fn new(kind: Kind<B>, nid: usize, tag: Tag, token: &B::Token) -> Result<Pin<KBox<Self>>> {
         Ok(KBox::pin(
             Self {
                 links: TreeLinks::new(),
                 items: HList::new_for(token),
                 kind,
                 nid: AtomicU16::new(nid as u16),
-                checksum,
+                checksum: tag.sum,
+                domain: tag.domain,
             },
             GFP_KERNEL,
         )?)
@@ -120,6 +125,17 @@ impl<B: Backend> StableNode<B> {
     /// The checksum of the node's page.
     pub(crate) fn checksum(&self) -> u32 {
         self.checksum
+    }
+
+    /// The merge domain of the node's page.
+    pub(crate) fn domain(&self) -> Domain {
+        self.domain
+    }
+
+    /// What orders the node before its page's contents: its domain, then its checksum.
+    #[inline]
+    pub(crate) fn tag(&self) -> Tag {
+        Tag::new(self.domain, self.checksum)
     }
 
     /// The index of the tree the node is in.
@@ -411,7 +427,7 @@ impl<B: Backend> StableTree<B> {
             if !by_sum || (node.items.is_empty() && !node.is_chain()) {
                 return None;
             }
-            let step = match key.sum.cmp(&node.checksum) {
+            let step = match key.tag().cmp(&node.tag()) {
                 core::cmp::Ordering::Less => Step::Left,
                 core::cmp::Ordering::Greater => Step::Right,
                 core::cmp::Ordering::Equal => return None,
@@ -421,7 +437,7 @@ impl<B: Backend> StableTree<B> {
         };
         let walk = tree.walk_prune_with(pass, |visit| match visit {
             Visit::At(node) => {
-                if let Some(step) = descent.by_sum(key.sum, node.checksum) {
+                if let Some(step) = descent.by_tag(key.tag(), node.tag()) {
                     return if Self::is_stale(backend, node) {
                         Prune::Remove
                     } else {
@@ -591,7 +607,7 @@ impl<B: Backend> StableTree<B> {
         nid: usize,
         at: Option<Insertion>,
     ) -> Result<NodeRef<'a, B>> {
-        let new = StableNode::new(Kind::Page(page), nid, key.sum, cx.token)?;
+        let new = StableNode::new(Kind::Page(page), nid, key.tag(), cx.token)?;
         // Where a lookup of the same key just missed, if nothing changed the tree since.
         if let Some(at) = at.filter(|at| self.tree.holds_place(&at.mark)) {
             // Checked just above, with the tree borrowed since: the place is there.
@@ -614,7 +630,7 @@ impl<B: Backend> StableTree<B> {
     ) -> core::result::Result<NodeRef<'a, B>, Pin<KBox<StableNode<B>>>> {
         let was_empty = self.tree.is_empty();
         let nid = new.nid();
-        let key = Key::new(bytes, new.checksum);
+        let key = Key::new(bytes, new.checksum).in_domain(new.domain);
         let d = Self::descend(&mut self.tree, self.floor, cx, &key, false);
         let (set, token, c) = (cx.set, &mut *cx.token, &mut *cx.counters);
         drop(d.hit);
@@ -644,7 +660,8 @@ impl<B: Backend> StableTree<B> {
                     ) else {
                         return Err(new);
                     };
-                    let Ok(chain) = StableNode::new(Kind::Chain(cell), nid, key.sum, token) else {
+                    let Ok(chain) = StableNode::new(Kind::Chain(cell), nid, key.tag(), token)
+                    else {
                         return Err(new);
                     };
                     let Ok(old) = at.replace(chain) else {

@@ -90,7 +90,8 @@ impl<'b, B: Backend, S: Shards<B>> Step<'b, B, S> {
     /// Runs the tree algorithm for `page`, the page of `item` (C's `cmp_and_merge_page()`):
     ///
     /// 1. a page already merged with its item's node is left alone; a KSM page a fork shares is
-    ///    listed under its node;
+    ///    listed under its node; a page merged in another merge domain than its own now is
+    ///    unmerged (see [`crate::domain`]);
     /// 2. a page whose checksum changed since the last pass is deferred (the volatility gate),
     ///    and with `use_zero_pages` an all-zero page becomes the zero page;
     /// 3. an equal KSM page of the stable tree takes the page;
@@ -114,36 +115,42 @@ impl<'b, B: Backend, S: Shards<B>> Step<'b, B, S> {
         let count = self.shards.count();
         // Whether the stable lookup went first (then a retry passes the volatility gate first).
         let mut went_first = false;
-        let first = self.in_shard(from, |t, token| match t.leave(b, token, item, page) {
-            Left::Loose if first_try && t.stable_first(b, &item) => {
-                went_first = true;
-                match t.look_stable(b, token, item, page, true) {
-                    // Nothing to merge into (its KSM page was locked, say): the gate still
-                    // records a changed checksum, as C's would have first.
-                    Looked::Joined(Joined::Done(outcome)) => First::Left(Left::Done(
-                        trees::admit(b, &item, page, page.bytes().checksum()).unwrap_or(outcome),
-                    )),
-                    Looked::Joined(joined) => First::Joined(joined),
-                    // The unstable lookup too by the recorded checksum; it runs the gate (a
-                    // `Volatile` outcome is seen to below).
-                    Looked::Missed(missed) => First::Left(Left::Done(
-                        t.join_unstable(b, token, item, page, missed, false),
-                    )),
+        // The page's merge domain, as it is now, under the trees' scope (every shard's).
+        let mut domain = 0;
+        let first = self.in_shard(from, |t, token| {
+            domain = b.domain(item.mapping(), t.scope);
+            match t.leave(b, token, item, page, domain) {
+                Left::Loose if first_try && t.stable_first(b, &item) => {
+                    went_first = true;
+                    match t.look_stable(b, token, item, page, domain, true) {
+                        // Nothing to merge into (its KSM page was locked, say): the gate still
+                        // records a changed checksum, as C's would have first.
+                        Looked::Joined(Joined::Done(outcome)) => First::Left(Left::Done(
+                            trees::admit(b, &item, page, page.bytes().checksum())
+                                .unwrap_or(outcome),
+                        )),
+                        Looked::Joined(joined) => First::Joined(joined),
+                        // The unstable lookup too by the recorded checksum; it runs the gate (a
+                        // `Volatile` outcome is seen to below).
+                        Looked::Missed(missed) => First::Left(Left::Done(
+                            t.join_unstable(b, token, item, page, missed, false),
+                        )),
+                    }
                 }
+                Left::Loose => match trees::admit(
+                    b,
+                    &item,
+                    page,
+                    sum.unwrap_or_else(|| page.bytes().checksum()),
+                ) {
+                    Some(outcome) => First::Left(Left::Done(outcome)),
+                    None if shard_of(item.checksum(), count) == from => {
+                        First::Joined(t.join(b, token, item, page, domain, true))
+                    }
+                    None => First::Left(Left::Loose),
+                },
+                other => First::Left(other),
             }
-            Left::Loose => match trees::admit(
-                b,
-                &item,
-                page,
-                sum.unwrap_or_else(|| page.bytes().checksum()),
-            ) {
-                Some(outcome) => First::Left(Left::Done(outcome)),
-                None if shard_of(item.checksum(), count) == from => {
-                    First::Joined(t.join(b, token, item, page, true))
-                }
-                None => First::Left(Left::Loose),
-            },
-            other => First::Left(other),
         });
         let joined = match first {
             First::Joined(joined) => Some(joined),
@@ -156,13 +163,23 @@ impl<'b, B: Backend, S: Shards<B>> Step<'b, B, S> {
                 }
                 return outcome;
             }
+            First::Left(Left::Foreign) => {
+                b.break_merge(&item);
+                return Outcome::Unmerged;
+            }
             First::Left(Left::Fork) => {
-                // The shard of the KSM page's node (a node that went meanwhile is seen to).
-                let shard = {
+                // The shard of the KSM page's node (a node that went meanwhile is seen to), and
+                // whether the node is of another domain (then the page is unmerged).
+                let (shard, foreign) = {
                     let locked = b.lock(page);
-                    b.node_of(&locked).map_or(0, |n| n.shard())
+                    b.node_of(&locked)
+                        .map_or((0, false), |n| (n.shard(), n.domain() != domain))
                 };
-                return self.in_shard(shard, |t, token| t.list_fork(b, token, item, page));
+                if foreign {
+                    b.break_merge(&item);
+                    return Outcome::Unmerged;
+                }
+                return self.in_shard(shard, |t, token| t.list_fork(b, token, item, page, domain));
             }
         };
         trees::join_merging(
@@ -183,12 +200,12 @@ impl<'b, B: Backend, S: Shards<B>> Step<'b, B, S> {
                     }
                 }
                 let i = step.shard_of(item.checksum());
-                step.in_shard(i, |t, token| t.join(b, token, item, page, trust))
+                step.in_shard(i, |t, token| t.join(b, token, item, page, domain, trust))
             },
             // The shard the lookup that found the KSM page ran in.
             |step, kpage| {
                 step.in_shard(item.shard(), |t, token| {
-                    t.append_merged(b, token, item, kpage)
+                    t.append_merged(b, token, item, kpage, domain)
                 })
             },
         )

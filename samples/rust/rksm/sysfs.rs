@@ -4,6 +4,7 @@
 //! modes, formats and errors. A store that changes what the scanner does goes through the
 //! scanner ([`crate::scan`]).
 
+use crate::domain::Scope;
 use crate::scan;
 use crate::tunables::*;
 use core::fmt::Write;
@@ -72,6 +73,28 @@ fn show_volatile(b: &mut ShowBuf) -> core::fmt::Result {
         - trees(|t| &t.pages_sharing)
         - trees(|t| &t.pages_unshared);
     writeln!(b, "{}", v.max(0))
+}
+
+/// `merge_scope`: every scope, the one in use in brackets (as `advisor_mode` shows its modes).
+fn show_merge_scope(b: &mut ShowBuf) -> core::fmt::Result {
+    let now = scan::merge_scope();
+    for (i, s) in Scope::ALL.iter().enumerate() {
+        let sep = if i == 0 { "" } else { " " };
+        if *s == now {
+            write!(b, "{sep}[{}]", s.name())?;
+        } else {
+            write!(b, "{sep}{}", s.name())?;
+        }
+    }
+    writeln!(b)
+}
+
+fn store_merge_scope(s: &CStr) -> Result {
+    let scope = Scope::ALL
+        .into_iter()
+        .find(|sc| sysfs::streq(s, sc.name()))
+        .ok_or(EINVAL)?;
+    scan::set_merge_scope(scope)
 }
 
 fn show_advisor_mode(b: &mut ShowBuf) -> core::fmt::Result {
@@ -221,7 +244,7 @@ macro_rules! attr {
 }
 
 /// The files of `/sys/kernel/mm/ksm`, in C KSM's order, and then rksm's own.
-pub(crate) static ATTRS: [Attribute; 25] = [
+pub(crate) static ATTRS: [Attribute; 26] = [
     attr!("sleep_millisecs", show_sleep, store_sleep),
     attr!("pages_to_scan", show_pages_to_scan, store_pages_to_scan),
     attr!("run", show_run, store_run),
@@ -275,4 +298,5 @@ pub(crate) static ATTRS: [Attribute; 25] = [
         store_advisor_target
     ),
     attr!("scan_threads", show_scan_threads, store_scan_threads),
+    attr!("merge_scope", show_merge_scope, store_merge_scope),
 ];

@@ -7,6 +7,7 @@
 
 use crate::backend::{Backend, Contents};
 use crate::compare::{Key, Order, Stats};
+use crate::domain::{Domain, Scope, Tag};
 use crate::item::{Place, RmapItem};
 use crate::stable::{self, Counters, Cx, Insertion, Search, Settings, StableNode, StableTree};
 use crate::unstable::{Lookup, Probe, UnstableTree};
@@ -41,6 +42,10 @@ pub(crate) enum Outcome {
     MergeFailed,
     /// The equal KSM page was locked (being migrated, say): tried again next pass.
     Busy,
+    /// The page was merged in another merge domain than its own now (its process moved to
+    /// another memory cgroup, or it is a fork's), and was unmerged: it is looked up in its own
+    /// domain next pass (see [`crate::domain`]).
+    Unmerged,
     /// A match taken on its checksum turned out to differ from the page (a checksum collision,
     /// or a page that changed): the lookup is made again comparing contents. Never the outcome
     /// of a whole step.
@@ -66,6 +71,9 @@ pub(crate) struct Trees<B: Backend> {
     /// How often a chain's dups are all checked for staleness
     /// (`stable_node_chains_prune_millisecs`).
     pub(crate) chain_prune_ms: u32,
+    /// What a page's merge domain is (`merge_scope`, see [`crate::domain`]). Set while the
+    /// stable trees are empty (see [`Trees::drain_for_knob`]); every shard has the same.
+    pub(crate) scope: Scope,
     /// Nodes of KSM pages that migrated to another NUMA node and could not be put in that node's
     /// tree yet (C's `migrate_nodes`); tried again at each pass. Out of every tree, still the
     /// nodes of their pages. Keeps room for one more, so that a node taken out of a tree always
@@ -111,6 +119,7 @@ impl<B: Backend> Trees<B> {
             max_page_sharing: 256,
             order: Order::Checksum,
             chain_prune_ms: 2000,
+            scope: Scope::Global,
             misplaced: KVec::new(),
         })
     }
@@ -258,22 +267,22 @@ impl<B: Backend> Trees<B> {
         }
     }
 
-    /// Moves the node at `addr`, in the tree of index `from`, whose KSM page `page` (of checksum
-    /// `sum`) migrated to another NUMA node, to the tree of that node.
+    /// Moves the node at `addr`, in the tree of index `from`, whose KSM page `page` (of domain
+    /// and checksum `tag`) migrated to another NUMA node, to the tree of that node.
     fn relocate(
         &mut self,
         backend: &B,
         token: &mut B::Token,
         from: usize,
         addr: *const StableNode<B>,
-        sum: u32,
+        tag: Tag,
         page: &B::Page<'_>,
     ) {
         if self.misplaced.reserve(1, GFP_KERNEL).is_err() {
             return;
         }
         let bytes = page.bytes();
-        let key = Key::new(&bytes, sum);
+        let key = Key::new(&bytes, tag.sum).in_domain(tag.domain);
         let Parts {
             stable,
             misplaced,

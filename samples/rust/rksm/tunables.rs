@@ -8,7 +8,9 @@
 //! scanner into atomics after each batch, so that reading them never waits for a scan batch
 //! (C reads its plain counters without locks for the same reason).
 
-use core::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicUsize, Ordering::Relaxed};
+use core::sync::atomic::{
+    AtomicBool, AtomicI64, AtomicU32, AtomicU8, AtomicUsize, Ordering::Relaxed,
+};
 
 /// How many shards the trees are split into (see [`crate::step`]): one [`TreeStats`] each.
 pub(crate) const NR_SHARDS: usize = 64;
@@ -45,6 +47,9 @@ pub(crate) static ADVISOR_MAX_PAGES: AtomicUsize = AtomicUsize::new(30000);
 pub(crate) static SCAN_THREADS: AtomicU32 = AtomicU32::new(1);
 /// `advisor_target_scan_time` (seconds).
 pub(crate) static ADVISOR_TARGET_SCAN_TIME: AtomicUsize = AtomicUsize::new(200);
+/// `merge_scope` (rksm's own), the index of its value in [`crate::domain::Scope::ALL`]: what
+/// the trees of every shard use, shown once they all do.
+pub(crate) static MERGE_SCOPE: AtomicU8 = AtomicU8::new(0);
 
 /// The statistics, as last published by the scanner.
 pub(crate) struct Published {

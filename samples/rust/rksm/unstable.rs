@@ -16,6 +16,7 @@
 
 use crate::backend::{Backend, Contents};
 use crate::compare::{verify_prefix, Descent, Order, Stats};
+use crate::domain::{Domain, Scope, Tag};
 use crate::item::RmapItem;
 use crate::stable::{Counters, NodeRef};
 use core::cell::Cell;
@@ -84,6 +85,12 @@ pub(crate) struct Probe {
     /// once they are write-protected, and if they differ (a checksum collision, or a page that
     /// changed), the caller looks up again without it.
     pub(crate) trust: bool,
+    /// What an item's merge domain is: with [`Order::Checksum`] and a scope that splits pages
+    /// into domains, the tree orders items by their domain (as the backend says it is now)
+    /// before their checksum, and a lookup never reads a page of another domain.
+    pub(crate) scope: Scope,
+    /// The key's merge domain under `scope`.
+    pub(crate) domain: Domain,
 }
 
 /// The result of [`UnstableTree::search_insert`].
@@ -150,11 +157,24 @@ impl<B: Backend> UnstableTree<B> {
             same_node_only,
             order,
             trust,
+            scope,
+            domain,
         } = how;
         let trust = trust && order == Order::Checksum;
         let was_empty = self.tree.is_empty();
         let key_bytes = key.bytes();
         let key_sum = item.checksum();
+        let scoped = scope.is_scoped();
+        let key_tag = Tag::new(domain, key_sum);
+        // An item's tag: its domain now (0 without domains) and its recorded checksum.
+        let tag_of = |node: &RmapItem<B>| {
+            let d = if scoped {
+                backend.domain(node.mapping(), scope)
+            } else {
+                0
+            };
+            Tag::new(d, node.checksum())
+        };
         let mut descent = Descent::new(self.floor, order);
         let mut hit: Option<B::Page<'a>> = None;
         let mut gave_up = false;
@@ -164,7 +184,7 @@ impl<B: Backend> UnstableTree<B> {
             if order != Order::Checksum {
                 return None;
             }
-            let step = match key_sum.cmp(&node.checksum()) {
+            let step = match key_tag.cmp(&tag_of(node)) {
                 core::cmp::Ordering::Less => Step::Left,
                 core::cmp::Ordering::Greater => Step::Right,
                 core::cmp::Ordering::Equal => return None,
@@ -174,7 +194,7 @@ impl<B: Backend> UnstableTree<B> {
         };
         let walk = self.tree.walk_mut_with(pass, |node| {
             // Another checksum: decided without reading a page.
-            if let Some(step) = descent.by_sum(key_sum, node.checksum()) {
+            if let Some(step) = descent.by_tag(key_tag, tag_of(node)) {
                 return step;
             }
             if trust {

@@ -145,6 +145,34 @@ pub(crate) fn set_merge_across_nodes(on: bool) -> Result {
     )
 }
 
+/// The merge scope the trees use (`merge_scope`).
+pub(crate) fn merge_scope() -> Scope {
+    Scope::ALL[usize::from(tunables::MERGE_SCOPE.load(Relaxed)) % Scope::ALL.len()]
+}
+
+/// Sets `merge_scope` (rksm's own, see [`crate::domain`]), by `merge_across_nodes`' rules: an
+/// unchanged value always succeeds; otherwise `EBUSY` while KSM pages are mapped by rmap_items,
+/// or while a KSM page of an empty node is still mapped. The unstable trees are emptied (they
+/// were ordered by the old domains). `EINVAL` for [`Scope::Memcg`] without memory cgroups.
+pub(crate) fn set_merge_scope(scope: Scope) -> Result {
+    if scope == Scope::Memcg && !kernel::mm::memcg_enabled() {
+        return Err(EINVAL);
+    }
+    if merge_scope() == scope {
+        return Ok(());
+    }
+    let index = Scope::ALL.iter().position(|s| *s == scope).unwrap_or(0) as u8;
+    change_trees(
+        || merge_scope() == scope,
+        |_| Ok(()),
+        |t, ()| {
+            t.reset_unstable();
+            t.scope = scope;
+        },
+        || tunables::MERGE_SCOPE.store(index, Relaxed),
+    )
+}
+
 /// Sets `max_page_sharing` (C's `max_page_sharing_store()`).
 pub(crate) fn set_max_page_sharing(max: usize) -> Result {
     if max < 2 {

@@ -81,7 +81,7 @@ impl<B: Backend> StableTree<B> {
     ) -> Option<NodeRef<'a, B>> {
         let mut descent = Descent::new(self.floor, order);
         let (mut dup, mut found) = (None, false);
-        let pass = |node: &StableNode<B>| match key.sum.cmp(&node.checksum) {
+        let pass = |node: &StableNode<B>| match key.tag().cmp(&node.tag()) {
             _ if order != Order::Checksum => None,
             core::cmp::Ordering::Less => Some(Step::Left),
             core::cmp::Ordering::Greater => Some(Step::Right),

@@ -31,15 +31,22 @@ impl<B: Backend> Trees<B> {
 
     /// The first phase of the per-page step ([`crate::step::Step::cmp_and_merge`]), in the trees
     /// `item` is in (those of its shard): leaves a page already merged with its item's node alone,
-    /// and otherwise takes the item out of its tree or node.
+    /// and otherwise takes the item out of its tree or node. `domain` is the page's merge domain
+    /// now: a page merged in another domain (its process moved, say) leaves its node, and the
+    /// caller unmerges it ([`Left::Foreign`]).
     pub(crate) fn leave(
         &mut self,
         backend: &B,
         token: &mut B::Token,
         item: Pin<&RmapItem<B>>,
         page: &B::Page<'_>,
+        domain: Domain,
     ) -> Left {
         if let Place::Stable(node) = item.place(token) {
+            if backend.page_is(page, node) && node.domain() != domain {
+                self.remove_item(backend, token, &item);
+                return Left::Foreign;
+            }
             if backend.page_is(page, node) {
                 if !backend.still_maps(&item, page, node.len()) {
                     // The page was looked up a moment ago, and the item's mapping has been given
@@ -53,8 +60,8 @@ impl<B: Backend> Trees<B> {
                 if !self.merge_across_nodes {
                     let (from, addr) = (node.nid(), node as *const StableNode<B>);
                     if from != self.index(backend.page_nid(page)) {
-                        let sum = node.checksum();
-                        self.relocate(backend, token, from, addr, sum, page);
+                        let tag = node.tag();
+                        self.relocate(backend, token, from, addr, tag, page);
                     }
                 }
                 return Left::Done(Outcome::AlreadyMerged);
@@ -71,13 +78,16 @@ impl<B: Backend> Trees<B> {
     /// Lists `item`, whose page `page` is a KSM page that a fork shares but that the item is not
     /// listed under, under the page's node, even past `max_page_sharing` (the mapping exists
     /// anyway). `token` must be that of the node's shard ([`Backend::node_of`] tells the node):
-    /// if the node is of another shard, the page is tried again next pass.
+    /// if the node is of another shard, the page is tried again next pass. A page whose node is
+    /// of another domain than the page's `domain` is unmerged (the caller does so before, having
+    /// seen the node's domain; this checks again).
     pub(crate) fn list_fork(
         &mut self,
         backend: &B,
         token: &mut B::Token,
         item: Pin<&RmapItem<B>>,
         page: &B::Page<'_>,
+        domain: Domain,
     ) -> Outcome {
         if backend.merge_with_ksm(&item, page, page).is_err() {
             return Outcome::MergeFailed;
@@ -91,6 +101,12 @@ impl<B: Backend> Trees<B> {
         if node.shard() != token.id() {
             // Its node changed since the caller chose the shard.
             return Outcome::Busy;
+        }
+        if node.domain() != domain {
+            // Its node changed since the caller looked at its domain: another domain's page.
+            drop(locked);
+            backend.break_merge(&item);
+            return Outcome::Unmerged;
         }
         item.set_shard(token.id());
         let was = node.len();
@@ -114,16 +130,18 @@ impl<B: Backend> Trees<B> {
     /// finds an equal KSM page in the stable tree for the caller to merge the page into
     /// ([`Joined::Stable`], see [`join_merging`]), or else merges the page with an equal page of
     /// the unstable tree into a new KSM page, or puts it into the unstable tree
-    /// ([`Trees::look_stable`], then [`Trees::join_unstable`]).
+    /// ([`Trees::look_stable`], then [`Trees::join_unstable`]), among the pages of its merge
+    /// domain `domain`.
     pub(crate) fn join<'b>(
         &mut self,
         backend: &'b B,
         token: &mut B::Token,
         item: Pin<&RmapItem<B>>,
         page: &B::Page<'_>,
+        domain: Domain,
         trust: bool,
     ) -> Joined<'b, B> {
-        match self.look_stable(backend, token, item, page, trust) {
+        match self.look_stable(backend, token, item, page, domain, trust) {
             Looked::Joined(joined) => joined,
             Looked::Missed(missed) => {
                 Joined::Done(self.join_unstable(backend, token, item, page, missed, true))
@@ -132,7 +150,8 @@ impl<B: Backend> Trees<B> {
     }
 
     /// Looks for a KSM page equal to `page`, the page of the loose `item`, in the stable tree
-    /// of the page's NUMA node, by the checksum the item recorded (the key of every lookup).
+    /// of the page's NUMA node, among the pages of its merge domain `domain`, by the checksum the
+    /// item recorded (with the domain, the key of every lookup).
     ///
     /// With `trust` (and [`Order::Checksum`]), the lookup takes a KSM page of that checksum
     /// without comparing them: the merge compares them once write-protected, and if they differ
@@ -143,6 +162,7 @@ impl<B: Backend> Trees<B> {
         token: &mut B::Token,
         item: Pin<&RmapItem<B>>,
         page: &B::Page<'_>,
+        domain: Domain,
         trust: bool,
     ) -> Looked<'b, B> {
         item.set_shard(token.id());
@@ -163,7 +183,7 @@ impl<B: Backend> Trees<B> {
         let bytes = page.bytes();
         // The checksum `admit` just recorded: the page's, unless it changed since (then, like a
         // change during a comparison, it may only make the lookups miss).
-        let key = Key::new(&bytes, item.checksum());
+        let key = Key::new(&bytes, item.checksum()).in_domain(domain);
         let last = stable.len() - 1;
         let elsewhere = |p: &B::Page<'_>| !across && backend.page_nid(p).min(last) != idx;
 
@@ -199,7 +219,7 @@ impl<B: Backend> Trees<B> {
             cx.set.trust_checksum = false;
             rehome(stable, misplaced, &mut cx, node);
         }
-        Looked::Missed(Missed { idx, at })
+        Looked::Missed(Missed { idx, at, domain })
     }
 
     /// The step after a stable lookup of `page` missed ([`Trees::look_stable`], with these
@@ -224,13 +244,14 @@ impl<B: Backend> Trees<B> {
     ) -> Outcome {
         let across = self.merge_across_nodes;
         let by_checksum = self.order == Order::Checksum;
+        let scope = self.scope;
         let Parts {
             stable,
             unstable,
             cx,
             ..
         } = self.parts(backend, token);
-        let Missed { idx, at } = missed;
+        let Missed { idx, at, domain } = missed;
         // An item of the page's checksum is taken as the match without comparing, as in the
         // stable tree; if the merge finds the pages differ, the lookup is made again comparing
         // contents.
@@ -244,6 +265,8 @@ impl<B: Backend> Trees<B> {
             cx,
             idx,
             across,
+            domain,
+            scope,
         };
         let mut gated = gated;
         match step.merge(item, page, by_checksum, &mut gated) {
@@ -255,20 +278,22 @@ impl<B: Backend> Trees<B> {
     /// Lists `item` under the stable node of `kpage`, which its page was just merged into (the
     /// KSM page [`Trees::join`] found in these trees), with the page locked so that the reverse
     /// map sees the node complete. If the node cannot take it any more (another scanner thread
-    /// filled it meanwhile), the merge is undone and the page is tried again next pass.
+    /// filled it meanwhile), the merge is undone and the page is tried again next pass. `domain`
+    /// is the one the lookup was made in, the node's.
     pub(crate) fn append_merged(
         &mut self,
         backend: &B,
         token: &mut B::Token,
         item: Pin<&RmapItem<B>>,
         kpage: &B::Page<'_>,
+        domain: Domain,
     ) -> Outcome {
         // The tree `join` found it in: a page held is not migrated meanwhile.
         let idx = self.index(backend.page_nid(kpage));
         let (order, max) = (self.order, self.max_page_sharing);
         let bytes = kpage.bytes();
         // The item's checksum is the node's: the lookup found the node among that checksum's.
-        let key = Key::new(&bytes, item.checksum());
+        let key = Key::new(&bytes, item.checksum()).in_domain(domain);
         let locked = backend.lock(kpage);
         let Self {
             stable, counters, ..
@@ -310,12 +335,13 @@ pub(crate) enum Looked<'b, B: Backend> {
     Missed(Missed),
 }
 
-/// Where a stable lookup missed: the index of the trees of the page's NUMA node, and the place
-/// in that stable tree where the page's node would go (checked against the tree's changes
-/// before it is used).
+/// Where a stable lookup missed: the index of the trees of the page's NUMA node, the place in
+/// that stable tree where the page's node would go (checked against the tree's changes before
+/// it is used), and the page's merge domain.
 pub(crate) struct Missed {
     idx: usize,
     at: Option<Insertion>,
+    domain: Domain,
 }
 
 /// Runs [`Trees::join`] (through `join`, given `first` if the caller ran it already) and merges
@@ -363,6 +389,9 @@ struct UnstableStep<'s, B: Backend> {
     /// The index of the trees of the page's NUMA node.
     idx: usize,
     across: bool,
+    /// The page's merge domain, under `scope`.
+    domain: Domain,
+    scope: Scope,
 }
 
 impl<B: Backend> UnstableStep<'_, B> {
@@ -392,6 +421,8 @@ impl<B: Backend> UnstableStep<'_, B> {
             same_node_only: !self.across,
             order: set.order,
             trust,
+            scope: self.scope,
+            domain: self.domain,
         };
         let hit = match self
             .tree
@@ -432,7 +463,7 @@ impl<B: Backend> UnstableStep<'_, B> {
         // (as a change during a lookup may make C's miss), and lookups for the old ones compare
         // contents after a failed merge, as after a checksum collision: nothing merges wrongly.
         let bytes = page.bytes();
-        let key = Key::new(&bytes, item.checksum());
+        let key = Key::new(&bytes, item.checksum()).in_domain(self.domain);
         let locked = backend.lock(page);
         let at = if kidx == self.idx { self.at } else { None };
         let node = match self.stable[kidx].insert(&mut self.cx, &key, ksm, kidx, at) {
@@ -465,6 +496,9 @@ pub(crate) enum Left {
     Done(Outcome),
     /// The item is loose and its page a KSM page that a fork shares: see [`Trees::list_fork`].
     Fork,
+    /// The page was merged in another merge domain than its own now, and its item left the
+    /// node: the caller unmerges it ([`Backend::break_merge`]).
+    Foreign,
     /// The item is loose: see [`admit`], then [`Trees::join`].
     Loose,
 }
