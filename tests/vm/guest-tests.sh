@@ -106,6 +106,8 @@ workloads ""
 # moves follows its new cgroup (tests/vm/merge_scope.py).
 if [ -e /sys/kernel/mm/ksm/merge_scope ]; then
 	run domains merge_scope 900 python3 "$top/tests/vm/merge_scope.py"
+	# The write-timing side channel, open under global, shut under memcg and mm.
+	run domains sidechannel 600 python3 "$top/tests/vm/sidechannel.py" --tap
 fi
 
 # rksm with two scanner threads (its scan_threads knob): the selftests and workloads again.

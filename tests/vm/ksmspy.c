@@ -1,0 +1,92 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * ksmspy: the KSM write-timing side channel, for tests/vm/sidechannel.py.
+ *
+ *   ksmspy victim N    maps N pages and fills the even ones with the contents page i of the
+ *                      attacker has (the odd ones with contents of its own)
+ *   ksmspy attacker N  maps N pages, page i filled with contents i (each distinct)
+ *
+ * Both mark their pages MADV_MERGEABLE (and not huge), print "ready", and obey commands on
+ * stdin: "probe" (attacker) writes one byte into every page, timing each write, and prints
+ * "times t0 t1 ..." in nanoseconds: a page merged with another process's page takes a
+ * copy-on-write fault, one that is not takes none. "quit" exits.
+ */
+#define _GNU_SOURCE
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+
+#define PAGE 4096UL
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + ts.tv_nsec;
+}
+
+/* Contents `i`: words of a stream seeded by i and `salt`, never all zero. */
+static void fill(unsigned char *p, unsigned long i, unsigned long salt)
+{
+	uint64_t s = (i + 1) * 0x9e3779b97f4a7c15ULL ^ salt;
+	uint64_t *w = (uint64_t *)p;
+	unsigned long k;
+
+	for (k = 0; k < PAGE / 8; k++) {
+		s ^= s << 13;
+		s ^= s >> 7;
+		s ^= s << 17;
+		w[k] = s | 1;
+	}
+}
+
+int main(int argc, char **argv)
+{
+	unsigned long n, i;
+	unsigned char *mem;
+	char line[64];
+	int victim;
+
+	if (argc != 3 || (strcmp(argv[1], "victim") && strcmp(argv[1], "attacker"))) {
+		fprintf(stderr, "usage: %s victim|attacker PAGES\n", argv[0]);
+		return 2;
+	}
+	victim = !strcmp(argv[1], "victim");
+	n = strtoul(argv[2], NULL, 0);
+	mem = mmap(NULL, n * PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (mem == MAP_FAILED) {
+		perror("mmap");
+		return 1;
+	}
+	madvise(mem, n * PAGE, MADV_NOHUGEPAGE);
+	for (i = 0; i < n; i++)
+		fill(mem + i * PAGE, i, victim && (i & 1) ? 0x5eed : 0);
+	if (madvise(mem, n * PAGE, MADV_MERGEABLE)) {
+		perror("madvise");
+		return 1;
+	}
+	printf("ready %lu\n", n);
+	fflush(stdout);
+	while (fgets(line, sizeof(line), stdin)) {
+		if (!strncmp(line, "probe", 5) && !victim) {
+			printf("times");
+			for (i = 0; i < n; i++) {
+				uint64_t t = now_ns();
+
+				*(volatile unsigned char *)(mem + i * PAGE) ^= 0x80;
+				printf(" %llu", (unsigned long long)(now_ns() - t));
+			}
+			printf("\n");
+		} else if (!strncmp(line, "quit", 4)) {
+			break;
+		} else {
+			printf("bad command\n");
+		}
+		fflush(stdout);
+	}
+	return 0;
+}
