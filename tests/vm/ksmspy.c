@@ -72,6 +72,8 @@ int main(int argc, char **argv)
 	printf("ready %lu\n", n);
 	fflush(stdout);
 	while (fgets(line, sizeof(line), stdin)) {
+		if (!strncmp(line, "quit", 4))
+			break;
 		if (!strncmp(line, "probe", 5) && !victim) {
 			printf("times");
 			for (i = 0; i < n; i++) {
@@ -81,8 +83,6 @@ int main(int argc, char **argv)
 				printf(" %llu", (unsigned long long)(now_ns() - t));
 			}
 			printf("\n");
-		} else if (!strncmp(line, "quit", 4)) {
-			break;
 		} else {
 			printf("bad command\n");
 		}
