@@ -58,4 +58,25 @@ for t in "$@"; do
 	cat "$out/torture/threads_$t.out" | sed -n '/^| /p'
 done
 [ -e $threads ] && echo 1 > $threads
+# rksm's merge domains: the torture again, two threads, half as long, under merge_scope mm
+# (every process a domain of its own: the KSM pages a fork shares are unmerged) and memcg (the
+# torture's one cgroup: one domain, read from the cgroup at every visit). The torture ends with
+# run=2, so no KSM page is left and the scope may change.
+scope=/sys/kernel/mm/ksm/merge_scope
+if [ -e $scope ]; then
+	for s in mm memcg; do
+		echo 2 > /sys/kernel/mm/ksm/run
+		if ! echo $s > $scope; then
+			run torture "scope_$s" 60 echo "not ok 1 - merge_scope refused $s"
+			continue
+		fi
+		echo 2 > $threads
+		run torture "scope_$s" $((secs / 2 + 600)) sh -c \
+			"echo \$\$ > $cg/torture/cgroup.procs && exec $exe/torture -q -d $((secs / 2)) -t 2"
+		cat "$out/torture/scope_$s.out" | sed -n '/^| /p'
+		echo 1 > $threads
+	done
+	echo 2 > /sys/kernel/mm/ksm/run
+	echo global > $scope
+fi
 echo "[$kernel] torture done"
