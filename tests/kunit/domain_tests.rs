@@ -11,6 +11,7 @@ use super::pages::{Pattern, TestMapping, TestPages, TestToken, Unlocked};
 use crate::backend::Backend;
 use crate::domain::{Domain, Scope};
 use crate::item::{Place, RmapItem};
+use crate::stable::StableNode;
 use crate::step::Step;
 use crate::trees::{Outcome, Trees};
 use kernel::kunit_suite::{Check, TestResult};
@@ -27,6 +28,15 @@ fn twice(d: usize, c: usize) -> bool {
     (c + d) % 3 == 0
 }
 
+/// How many pages of contents `c` domain `d` holds, in most cases.
+fn copies(d: usize, c: usize) -> usize {
+    if twice(d, c) {
+        2
+    } else {
+        1
+    }
+}
+
 /// The trees, their token, pages and an item per page, with the domain of each.
 struct Fix {
     p: TestPages,
@@ -38,13 +48,13 @@ struct Fix {
 }
 
 impl Fix {
-    fn new(scope: Scope) -> Result<Self> {
+    fn new(scope: Scope, copies: fn(usize, usize) -> usize) -> Result<Self> {
         let mut p = TestPages::new(0, Pattern::Random(0xd0))?;
         let mut its = KVec::new();
         let mut of = KVec::new();
         for d in 0..DOMAINS {
             for c in 0..CONTENTS {
-                for _ in 0..if twice(d, c) { 2 } else { 1 } {
+                for _ in 0..copies(d, c) {
                     let i = p.push(Pattern::Random(0xd0), c, 0)?;
                     let m = TestMapping::new(i);
                     // Domains are not 0, as the kernel's never are.
@@ -110,19 +120,31 @@ impl Fix {
         })
     }
 
-    /// Every stable node is mapped from its own domain only; returns the number of KSM pages.
+    /// Every stable node (a chain's dups too) is mapped from its own domain only, and a chain's
+    /// dups are of the chain's domain; returns the number of KSM pages.
     fn check_nodes(&self) -> Result<usize, &'static str> {
-        let mut nodes = 0;
-        for node in self.t.stable(0).iter() {
-            nodes += 1;
-            for item in node.items(&self.token) {
-                let d = self.p.domain(item.mapping(), self.t.scope);
-                if d != node.domain() {
-                    return Err("a KSM page is mapped from another domain than its node's");
+        let mut pages = 0;
+        for top in self.t.stable(0).iter() {
+            let dups = top.dups(&self.token);
+            let each: &mut dyn Iterator<Item = &StableNode<TestPages>> = if top.is_chain() {
+                &mut dups.iter().map(|d| &**d)
+            } else {
+                &mut core::iter::once(top)
+            };
+            for node in each {
+                if node.domain() != top.domain() {
+                    return Err("a chain holds a dup of another domain");
+                }
+                pages += 1;
+                for item in node.items(&self.token) {
+                    let d = self.p.domain(item.mapping(), self.t.scope);
+                    if d != node.domain() {
+                        return Err("a KSM page is mapped from another domain than its node's");
+                    }
                 }
             }
         }
-        Ok(nodes)
+        Ok(pages)
     }
 }
 
@@ -137,7 +159,7 @@ impl Drop for Fix {
 
 /// The whole check for `scope`: outcomes against the reference, contents kept, nodes pure.
 fn merges_within_domains(scope: Scope) -> TestResult {
-    let mut f = Fix::new(scope).check()?;
+    let mut f = Fix::new(scope, copies).check()?;
     let last = f.settle();
     let mut merged = 0;
     for i in 0..f.its.len() {
@@ -189,7 +211,7 @@ fn one_domain_merges_everything() -> TestResult {
 /// A page whose process moves to another domain leaves its KSM page at its next visit (it is
 /// unmerged) and then merges in its new domain.
 fn moved_page_merges_in_its_new_domain() -> TestResult {
-    let mut f = Fix::new(Scope::Memcg).check()?;
+    let mut f = Fix::new(Scope::Memcg, copies).check()?;
     f.settle();
     // A page of contents 0 in domain 1 (held twice there), moved to domain 3 (where contents 0
     // are held once: with it, twice).
@@ -218,11 +240,26 @@ fn moved_page_merges_in_its_new_domain() -> TestResult {
     Ok(())
 }
 
+/// With `max_page_sharing` 2, each domain's six pages of one contents make a chain of three
+/// dups of its own: chains, like nodes, never mix domains.
+fn chains_stay_within_domains() -> TestResult {
+    let mut f = Fix::new(Scope::Mm, |_, c| if c == 0 { 6 } else { 0 }).check()?;
+    f.t.max_page_sharing = 2;
+    let last = f.settle();
+    kunit_ensure!(last.iter().all(|o| *o == Some(Outcome::AlreadyMerged)));
+    kunit_ensure_eq!(f.check_nodes().check()?, 3 * DOMAINS);
+    kunit_ensure_eq!(f.t.counters.chains as usize, DOMAINS);
+    kunit_ensure_eq!(f.t.counters.pages_shared as usize, 3 * DOMAINS);
+    kunit_ensure_eq!(f.t.counters.pages_sharing as usize, 3 * DOMAINS);
+    Ok(())
+}
+
 kunit_suite!(
     "rksm_domain",
     [
         domains_never_merge_across,
         one_domain_merges_everything,
         moved_page_merges_in_its_new_domain,
+        chains_stay_within_domains,
     ]
 );

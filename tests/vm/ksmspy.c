@@ -3,7 +3,8 @@
  * ksmspy: the KSM write-timing side channel, for tests/vm/sidechannel.py.
  *
  *   ksmspy victim N    maps N pages and fills the even ones with the contents page i of the
- *                      attacker has (the odd ones with contents of its own)
+ *                      attacker has, the odd ones all with one contents of its own (which
+ *                      merge with each other in any scope: the positive control)
  *   ksmspy attacker N  maps N pages, page i filled with contents i (each distinct)
  *
  * Both mark their pages MADV_MERGEABLE (and not huge), print "ready", and obey commands on
@@ -63,8 +64,12 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	madvise(mem, n * PAGE, MADV_NOHUGEPAGE);
-	for (i = 0; i < n; i++)
-		fill(mem + i * PAGE, i, victim && (i & 1) ? 0x5eed : 0);
+	for (i = 0; i < n; i++) {
+		if (victim && (i & 1))
+			fill(mem + i * PAGE, 1, 0x5eed);
+		else
+			fill(mem + i * PAGE, i, 0);
+	}
 	if (madvise(mem, n * PAGE, MADV_MERGEABLE)) {
 		perror("madvise");
 		return 1;

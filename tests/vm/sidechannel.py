@@ -2,7 +2,9 @@
 """The KSM write-timing side channel, measured per merge_scope (in the guest; rksm only).
 
 A victim in memory cgroup rksm-victim holds the even pages of the attacker's contents; the
-attacker, in rksm-attacker, holds all of them (ksmspy). Once ksmd has merged what the scope
+attacker, in rksm-attacker, holds all of them (ksmspy). Under mm both are in one cgroup, so
+that only the address space keeps them apart. The victim's odd pages are all alike: they merge
+with each other in every scope, which shows that ksmd did run. Once ksmd has merged what the scope
 lets it, the attacker times a one-byte write to each of its pages: a page merged with the
 victim's takes a copy-on-write fault. It then guesses, by the best threshold on the write time
 (the strongest attacker of this kind, chosen knowing the answers), which pages the victim
@@ -11,7 +13,7 @@ noise does a little better) means it is shut.
 
 Prints a table, and TAP lines with --tap: under global the attacker must tell the pages apart
 (accuracy at least 90%), under memcg and mm it must not (at most 65%) and no page of the
-attacker may be merged. ROUNDS (default 3) runs per scope, PAGES (default 256) pages.
+attacker may be merged; in every scope the victim's odd pages must merge. ROUNDS (default 3) runs per scope, PAGES (default 256) pages.
 """
 
 import os
@@ -75,7 +77,7 @@ def one_round(scope, groups):
     ksm_write("run", 2)
     write_file(KSM + "merge_scope", scope)
     victim = spawn("victim", groups[0])
-    attacker = spawn("attacker", groups[1])
+    attacker = spawn("attacker", groups[0] if scope == "mm" else groups[1])
     ksm_write("run", 1)
     # Let ksmd merge what it may: until the counters stop changing for three passes.
     deadline = time.time() + 120
@@ -89,6 +91,8 @@ def one_round(scope, groups):
         last = now
     with open("/proc/%d/ksm_merging_pages" % attacker.pid) as f:
         merged = int(f.read())
+    with open("/proc/%d/ksm_merging_pages" % victim.pid) as f:
+        victim_merged = int(f.read())
     ksm_write("run", 0)
     attacker.stdin.write("probe\n")
     attacker.stdin.flush()
@@ -104,6 +108,7 @@ def one_round(scope, groups):
     return {
         "accuracy": best_accuracy(times, labels),
         "merged": merged,
+        "victim_merged": victim_merged,
         "held_us": statistics.median(held) / 1000,
         "other_us": statistics.median(not_held) / 1000,
     }
@@ -133,13 +138,14 @@ def main():
                 os.rmdir(g)
             except OSError:
                 pass
-    print("%-7s %-26s %-22s %-26s" % ("scope", "attacker accuracy", "attacker pages merged",
-                                      "median write, held / not (us)"))
+    print("%-7s %-22s %-16s %-16s %-26s" % ("scope", "attacker accuracy", "attacker merged",
+                                            "victim merged", "median write, held / not (us)"))
     for scope, rs in results.items():
         acc = [r["accuracy"] for r in rs]
-        print("%-7s %-26s %-22s %-26s" % (
+        print("%-7s %-22s %-16s %-16s %-26s" % (
             scope, " ".join("%.1f%%" % (100 * a) for a in acc),
             " ".join(str(r["merged"]) for r in rs),
+            " ".join(str(r["victim_merged"]) for r in rs),
             " ".join("%.1f/%.1f" % (r["held_us"], r["other_us"]) for r in rs)))
         if tap:
             if scope == "global":
@@ -152,6 +158,12 @@ def main():
             n += 1
             failed |= not ok
             print("%s %d - %s" % ("ok" if ok else "not ok", n, what))
+            vm = [r["victim_merged"] for r in rs]
+            ok = min(vm) >= PAGES // 2
+            n += 1
+            failed |= not ok
+            print("%s %d - %s: the victim's own equal pages merged (%s of %d)"
+                  % ("ok" if ok else "not ok", n, scope, vm, PAGES // 2))
     if tap:
         print("1..%d" % n)
     return 1 if failed else 0

@@ -12,7 +12,8 @@
 //!   with every equal page.
 //! - [`Scope::Memcg`]: the memory cgroup the address space is charged to (that of its owner
 //!   task), as `ksmd` finds it each time it looks at one of its pages. The domain is the
-//!   cgroup's id, which the kernel never reuses.
+//!   cgroup's id, which the kernel never reuses; an address space no task owns any more (an
+//!   exiting one) is a domain of its own, as with [`Scope::Mm`].
 //! - [`Scope::Mm`]: the address space itself: each process (each VM's QEMU) keeps its own
 //!   savings, nothing is shared across processes. The domain is the address of its
 //!   `mm_struct`, which every rmap_item of it keeps allocated (`mmgrab()`).
@@ -29,12 +30,15 @@
 //! `ksmd` looks at a page it takes the page's domain as it is then, and a page that is mapped
 //! from a KSM page of another domain is unmerged (given a copy of its own, as
 //! `MADV_UNMERGEABLE` would) before it is looked up again in its own domain. Until `ksmd` comes
-//! to it, a moved process's page still shares its KSM page with its old domain: a move makes the
-//! sharing it had visible for at most one pass, and makes no new sharing.
+//! to it, a moved process's page still shares its KSM page with its old domain: a move leaves
+//! the sharing it had in place for at most one pass. A move in the moment between a lookup of
+//! the unstable tree (which read the domain of the page it found) and the merge can pair that
+//! page once with its old domain; that too is undone at its next visit.
 //!
 //! A stable node without rmap_items (its KSM page still mapped, by a fork not yet looked at,
-//! say) is no merge target outside [`Scope::Global`]: its domain is no longer vouched for by
-//! any mapping (with [`Scope::Mm`], its address space may be gone and its address reused).
+//! say) is no merge target (`has_room`), and outside [`Scope::Global`] a fork's page is not
+//! listed under it either but unmerged: its domain is no longer vouched for by any mapping (with
+//! [`Scope::Mm`], its address space may be gone and its address reused).
 //!
 //! The zero page is shared by every process already: with `use_zero_pages`, an all-zero page is
 //! mapped to it whatever its domain. That tells a tenant nothing about another: whether one of

@@ -306,7 +306,13 @@ impl Backend for KsmBackend {
     fn domain(&self, mapping: &Mapping, scope: Scope) -> Domain {
         match scope {
             Scope::Global => 0,
-            Scope::Memcg => mapping.mm().memcg_id(),
+            // An address space that no task owns any more (it is exiting) is a domain of its own,
+            // its address (see `Mm`): not the shared 0. Cgroup ids are far below any kernel
+            // address, so the two never meet.
+            Scope::Memcg => match mapping.mm().memcg_id() {
+                0 => mapping.mm().as_raw() as usize as Domain,
+                id => id,
+            },
             // Unique among the address spaces alive; every rmap_item of this one keeps it
             // allocated (`mmgrab()`), so no node of its domain outlives it with a mapping.
             Scope::Mm => mapping.mm().as_raw() as usize as Domain,

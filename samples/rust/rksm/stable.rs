@@ -132,6 +132,15 @@ impl<B: Backend> StableNode<B> {
         self.domain
     }
 
+    /// Whether a page of merge domain `domain` that maps this node's KSM page (a fork's) may be
+    /// listed under it: the node is of that domain and, when pages are split into domains
+    /// (`scoped`), still has a mapping, which vouches for its domain (an address space's domain
+    /// is its address, which a new one may take once the node's mappings are gone: see
+    /// [`crate::domain`]).
+    pub(crate) fn admits_fork(&self, domain: Domain, scoped: bool) -> bool {
+        self.domain == domain && (!scoped || self.len() > 0)
+    }
+
     /// What orders the node before its page's contents: its domain, then its checksum.
     #[inline]
     pub(crate) fn tag(&self) -> Tag {

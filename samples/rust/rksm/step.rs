@@ -116,9 +116,10 @@ impl<'b, B: Backend, S: Shards<B>> Step<'b, B, S> {
         // Whether the stable lookup went first (then a retry passes the volatility gate first).
         let mut went_first = false;
         // The page's merge domain, as it is now, under the trees' scope (every shard's).
-        let mut domain = 0;
+        let (mut domain, mut scoped) = (0, false);
         let first = self.in_shard(from, |t, token| {
             domain = b.domain(item.mapping(), t.scope);
+            scoped = t.scope.is_scoped();
             match t.leave(b, token, item, page, domain) {
                 Left::Loose if first_try && t.stable_first(b, &item) => {
                     went_first = true;
@@ -169,11 +170,12 @@ impl<'b, B: Backend, S: Shards<B>> Step<'b, B, S> {
             }
             First::Left(Left::Fork) => {
                 // The shard of the KSM page's node (a node that went meanwhile is seen to), and
-                // whether the node is of another domain (then the page is unmerged).
+                // whether the page may not be listed there (a node of another domain, or one
+                // whose domain no mapping vouches for: the page is unmerged).
                 let (shard, foreign) = {
                     let locked = b.lock(page);
                     b.node_of(&locked)
-                        .map_or((0, false), |n| (n.shard(), n.domain() != domain))
+                        .map_or((0, false), |n| (n.shard(), !n.admits_fork(domain, scoped)))
                 };
                 if foreign {
                     b.break_merge(&item);

@@ -102,8 +102,9 @@ impl<B: Backend> Trees<B> {
             // Its node changed since the caller chose the shard.
             return Outcome::Busy;
         }
-        if node.domain() != domain {
-            // Its node changed since the caller looked at its domain: another domain's page.
+        if !node.admits_fork(domain, self.scope.is_scoped()) {
+            // Its node changed since the caller looked: another domain's page, or one whose
+            // domain no mapping vouches for any more.
             drop(locked);
             backend.break_merge(&item);
             return Outcome::Unmerged;
