@@ -7,12 +7,11 @@
 //! control, which shows the checks can fail). A page whose process moves to another domain is
 //! unmerged at its next visit and merges in its new domain.
 
-use super::pages::{Pattern, TestMapping, TestPages, TestToken, Unlocked};
+use super::pages::{self, Pattern, TestMapping, TestPages, TestToken};
 use crate::backend::Backend;
 use crate::domain::{Domain, Scope};
 use crate::item::{Place, RmapItem};
 use crate::stable::StableNode;
-use crate::step::Step;
 use crate::trees::{Outcome, Trees};
 use kernel::kunit_suite::{Check, TestResult};
 use kernel::prelude::*;
@@ -76,13 +75,7 @@ impl Fix {
     }
 
     fn visit(&mut self, i: usize) -> Option<Outcome> {
-        let page = self.p.item_page(self.its[i].mapping())?;
-        let prune_ms = self.t.chain_prune_ms;
-        let shards = Unlocked {
-            trees: &mut self.t,
-            token: &mut self.token,
-        };
-        Some(Step::new(&self.p, shards, prune_ms).cmp_and_merge(self.its[i].as_ref(), &page))
+        pages::visit(&self.p, &mut self.t, &mut self.token, self.its[i].as_ref())
     }
 
     /// One pass over every item.

@@ -3,11 +3,9 @@
 //! `rksm_merge`: the per-page step of the algorithm (`Step::cmp_and_merge`) over passes: the
 //! checksum gate, merges through both trees, chains under `max_page_sharing`, and per-node trees.
 
-use super::pages::{items, Pattern, TestMapping, TestPages, TestToken, Unlocked};
-use crate::backend::Backend;
+use super::pages::{self, items, Pattern, TestMapping, TestPages, TestToken};
 use crate::backend::Contents;
 use crate::item::{Place, RmapItem};
-use crate::step::Step;
 use crate::trees::{Outcome, Trees};
 use kernel::kunit_suite::{Check, TestResult};
 use kernel::prelude::*;
@@ -44,13 +42,7 @@ impl<'p> Fix<'p> {
     /// Runs the per-page step for item `i` over the trees as one unlocked shard; `None` if its
     /// page is gone.
     fn visit(&mut self, i: usize) -> Option<Outcome> {
-        let page = self.p.item_page(self.its[i].mapping())?;
-        let prune_ms = self.t.chain_prune_ms;
-        let shards = Unlocked {
-            trees: &mut self.t,
-            token: &mut self.token,
-        };
-        Some(Step::new(self.p, shards, prune_ms).cmp_and_merge(self.its[i].as_ref(), &page))
+        pages::visit(self.p, &mut self.t, &mut self.token, self.its[i].as_ref())
     }
 
     /// One pass over the items `range`: an empty unstable tree, then every item in order.

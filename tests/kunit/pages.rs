@@ -12,8 +12,8 @@ use crate::compare::Order;
 use crate::domain::{Domain, Scope};
 use crate::item::RmapItem;
 use crate::stable::StableNode;
-use crate::step::Shards;
-use crate::trees::Trees;
+use crate::step::{Shards, Step};
+use crate::trees::{Outcome, Trees};
 use core::cmp::Ordering;
 use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
 use kernel::mm::contents::{MappedPage, PageBytes};
@@ -409,6 +409,19 @@ impl Backend for TestPages {
     fn release(&self, _node: &StableNode<Self>) -> bool {
         true
     }
+}
+
+/// Runs the per-page step for `item` over `trees` as one unlocked shard (as a one-thread suite
+/// drives it); `None` if its page is gone.
+pub(crate) fn visit(
+    p: &TestPages,
+    trees: &mut Trees<TestPages>,
+    token: &mut TestToken,
+    item: Pin<&RmapItem<TestPages>>,
+) -> Option<Outcome> {
+    let page = p.item_page(item.mapping())?;
+    let prune_ms = trees.chain_prune_ms;
+    Some(Step::new(p, Unlocked { trees, token }, prune_ms).cmp_and_merge(item, &page))
 }
 
 /// Items for pages `0..n` of `pages`, pinned.

@@ -89,6 +89,47 @@ macro_rules! common_tree_methods {
         pub fn contains(&self, elem: &T) -> bool {
             self.raw.links_in_tree(elem).is_some()
         }
+
+        /// Walks down from the root like `walk`, and returns either the element it stopped at,
+        /// which can then be taken out or replaced, or the free place it reached, where a new
+        /// element can be linked.
+        pub fn walk_mut(&mut self, visit: impl FnMut(&T) -> Step) -> Walk<'_, T, Self> {
+            self.walk_mut_with(|_| None, visit)
+        }
+
+        /// Walks like `walk_mut`, but asks `pass` first at each node, and `visit` only where
+        /// `pass` gives no direction.
+        ///
+        /// `pass` is meant to be small, so that it is compiled into the walk's loop, and to
+        /// decide most steps cheaply (by a key kept in the node, say); `visit`, to be needed at
+        /// few nodes.
+        #[inline]
+        pub fn walk_mut_with(
+            &mut self,
+            pass: impl FnMut(&T) -> Option<Step>,
+            visit: impl FnMut(&T) -> Step,
+        ) -> Walk<'_, T, Self> {
+            match self.raw.descend(pass, visit) {
+                Ok(node) => Walk::Stopped(Occupied {
+                    tree: self,
+                    node,
+                    _p: PhantomData,
+                }),
+                Err((parent, left)) => Walk::Vacant(Vacant {
+                    tree: self,
+                    parent,
+                    left,
+                    _p: PhantomData,
+                }),
+            }
+        }
+
+        /// The free place `mark` was made of ([`Vacant::mark`]), if the tree has not changed
+        /// since.
+        #[inline]
+        pub fn vacant_at(&mut self, mark: PlaceMark) -> Option<Vacant<'_, T, Self>> {
+            Vacant::at(self, mark)
+        }
     };
 }
 
@@ -123,42 +164,6 @@ impl<T: HeapPinned> LinkTree<T> {
     }
 
     common_tree_methods!();
-
-    /// Walks down from the root like [`LinkTree::walk`], and returns either the element it
-    /// stopped at, which can then be removed or replaced, or the free place it reached, where a
-    /// new element can be linked.
-    pub fn walk_mut(&mut self, visit: impl FnMut(&T) -> Step) -> Walk<'_, T, Self> {
-        self.walk_mut_with(|_| None, visit)
-    }
-
-    /// Walks like [`LinkTree::walk_mut`], but asks `pass` first at each node, and `visit` only
-    /// where `pass` gives no direction (see [`BoxTree::walk_mut_with`]).
-    #[inline]
-    pub fn walk_mut_with(
-        &mut self,
-        pass: impl FnMut(&T) -> Option<Step>,
-        visit: impl FnMut(&T) -> Step,
-    ) -> Walk<'_, T, Self> {
-        match self.raw.descend(pass, visit) {
-            Ok(node) => Walk::Stopped(Occupied {
-                tree: self,
-                node,
-                _p: PhantomData,
-            }),
-            Err((parent, left)) => Walk::Vacant(Vacant {
-                tree: self,
-                parent,
-                left,
-                _p: PhantomData,
-            }),
-        }
-    }
-
-    /// The free place `mark` was made of ([`Vacant::mark`]), if the tree has not changed since.
-    #[inline]
-    pub fn vacant_at(&mut self, mark: PlaceMark) -> Option<Vacant<'_, T, Self>> {
-        Vacant::at(self, mark)
-    }
 
     /// Removes `elem` from the tree. Returns `false`, and does nothing, if it is not in this tree.
     pub fn remove(&mut self, elem: &T) -> bool {
@@ -219,44 +224,6 @@ impl<T: TreeNode> BoxTree<T> {
     }
 
     common_tree_methods!();
-
-    /// Walks down from the root like [`BoxTree::walk`], and returns either the element it
-    /// stopped at, which can then be taken out or replaced, or the free place it reached.
-    pub fn walk_mut(&mut self, visit: impl FnMut(&T) -> Step) -> Walk<'_, T, Self> {
-        self.walk_mut_with(|_| None, visit)
-    }
-
-    /// Walks like [`BoxTree::walk_mut`], but asks `pass` first at each node, and `visit` only
-    /// where `pass` gives no direction.
-    ///
-    /// `pass` is meant to be small, so that it is compiled into the walk's loop, and to decide
-    /// most steps cheaply (by a key kept in the node, say); `visit`, to be needed at few nodes.
-    #[inline]
-    pub fn walk_mut_with(
-        &mut self,
-        pass: impl FnMut(&T) -> Option<Step>,
-        visit: impl FnMut(&T) -> Step,
-    ) -> Walk<'_, T, Self> {
-        match self.raw.descend(pass, visit) {
-            Ok(node) => Walk::Stopped(Occupied {
-                tree: self,
-                node,
-                _p: PhantomData,
-            }),
-            Err((parent, left)) => Walk::Vacant(Vacant {
-                tree: self,
-                parent,
-                left,
-                _p: PhantomData,
-            }),
-        }
-    }
-
-    /// The free place `mark` was made of ([`Vacant::mark`]), if the tree has not changed since.
-    #[inline]
-    pub fn vacant_at(&mut self, mark: PlaceMark) -> Option<Vacant<'_, T, Self>> {
-        Vacant::at(self, mark)
-    }
 
     /// Walks like [`BoxTree::walk_mut`], but `visit` may also ask for the node it is at to be
     /// taken out (a node found stale, say): the node is then handed back to `visit` as
