@@ -43,11 +43,11 @@ impl<B: Backend> Trees<B> {
         domain: Domain,
     ) -> Left {
         if let Place::Stable(node) = item.place(token) {
-            if backend.page_is(page, node) && node.domain() != domain {
-                self.remove_item(backend, token, &item);
-                return Left::Foreign;
-            }
             if backend.page_is(page, node) {
+                if node.domain() != domain {
+                    self.remove_item(backend, token, &item);
+                    return Left::Foreign;
+                }
                 if !backend.still_maps(&item, page, node.len()) {
                     // The page was looked up a moment ago, and the item's mapping has been given
                     // a page of its own since (a write copied it): the item is no longer merged.
