@@ -7,6 +7,13 @@
 # debugging options the tests want (lockdep, DEBUG_VM, KUnit; kernel/config/bench.config), in
 # build/obj-bench, leaving build/bzImage-bench-$KSM.
 #
+# FLAVOR=um builds the native kernels of make bench: User-Mode Linux (ARCH=um, a kernel that runs
+# as a host process, one CPU) from the same tree, on kernel/config/um.config, in build/obj-um,
+# leaving build/linux-um-$KSM (scripts/um.sh boots it).
+#
+# PREPARE=1 only unpacks the tree, applies the patches and links the project's files (what
+# kunit.py, which configures and builds on its own, needs first).
+#
 # FLAVOR=debug builds the test kernels with the memory-safety checkers on (KASAN, KFENCE, kmemleak,
 # UBSAN, Rust debug assertions; kernel/config/debug.config), in build/obj-debug, leaving
 # build/bzImage-debug-$KSM: what the race regressions and the torture run on.
@@ -20,7 +27,8 @@ case $FLAVOR in
 test) NAME=$KSM ;;
 bench) NAME=bench-$KSM; OBJ=$B/obj-bench ;;
 debug) NAME=debug-$KSM; OBJ=$B/obj-debug ;;
-*) die "FLAVOR must be test, bench or debug, not '$FLAVOR'" ;;
+um) NAME=um-$KSM; OBJ=$B/obj-um; export ARCH=um ;;
+*) die "FLAVOR must be test, bench, debug or um, not '$FLAVOR'" ;;
 esac
 mkdir -p "$B/logs"
 
@@ -89,6 +97,7 @@ apply_patches() {
 
 configure() {
 	local frags=("$PROJECT/kernel/config/base.config" "$PROJECT/kernel/config/ksm-$KSM.config")
+	[ "$FLAVOR" = um ] && frags=("$PROJECT/kernel/config/um.config" "$PROJECT/kernel/config/ksm-$KSM.config")
 	[ "$FLAVOR" = bench ] && frags+=("$PROJECT/kernel/config/bench.config")
 	[ "$FLAVOR" = debug ] && frags+=("$PROJECT/kernel/config/debug.config")
 	local key
@@ -128,9 +137,10 @@ build() {
 	# about half as fast (measured: rksm's page checksum loop, 1.5 us against 2.9 us per page
 	# depending on where the link put it); the kernel's default alignment of loops (1 byte)
 	# would make each kernel's speed depend on where its hot loops happen to fall.
-	local align=()
+	local align=() target=bzImage image=arch/x86/boot/bzImage out=bzImage-$NAME
 	[ "$FLAVOR" = bench ] && align=(KCFLAGS=-falign-loops=64 KRUSTFLAGS=-Cllvm-args=-align-loops=64)
-	kmake -j"$(nproc)" ${CLIPPY:+CLIPPY=1} "${align[@]}" bzImage > "$log" 2>&1 &
+	[ "$FLAVOR" = um ] && target=linux image=linux out=linux-$NAME
+	kmake -j"$(nproc)" ${CLIPPY:+CLIPPY=1} "${align[@]}" $target > "$log" 2>&1 &
 	local pid=$!
 	while IFS= read -r line; do
 		case $line in
@@ -155,19 +165,27 @@ build() {
 	fi
 	# The project's code builds without compiler or clippy warnings (rustc's and clippy's start a
 	# line; clang's name the file). The kernel's own code is not ours to fix.
-	if grep -nE '^(warning|error)(\[|:)|(samples/rust/rksm|kunit_suite|rust/kernel/(mm|rb|ksm|kthread|sysfs|slab)).*: warning:' "$log" >&2; then
+	if grep -nE "$OWN_WARNINGS" "$log" >&2; then
 		die "the kernel build printed warnings (KSM=$KSM), see build/logs/kernel-$NAME.log"
 	fi
 	[ $steps -gt 1000 ] && echo $steps > "$OBJ/.rksm-steps"
-	cp "$OBJ/arch/x86/boot/bzImage" "$B/bzImage-$NAME"
+	cp "$OBJ/$image" "$B/$out"
 	# Its symbols, for profiles and scripts/dev/loops.py.
 	cp "$OBJ/vmlinux" "$B/vmlinux-$NAME"
-	say "build/bzImage-$NAME ready ($steps steps, $(elapsed $((SECONDS - t0))))"
+	say "build/$out ready ($steps steps, $(elapsed $((SECONDS - t0))))"
 }
 
+if [ -n "${PREPARE:-}" ]; then
+	unpack
+	apply_patches
+	link_files
+	exit 0
+fi
+OUT=bzImage-$NAME
+[ "$FLAVOR" = um ] && OUT=linux-$NAME
 hash=$(inputs_hash)
-if [ -z "${FORCE:-}" ] && [ -f "$B/bzImage-$NAME" ] && [ "$(cat "$B/bzImage-$NAME.inputs" 2>/dev/null)" = "$hash" ]; then
-	say "build/bzImage-$NAME is up to date"
+if [ -z "${FORCE:-}" ] && [ -f "$B/$OUT" ] && [ "$(cat "$B/$OUT.inputs" 2>/dev/null)" = "$hash" ]; then
+	say "build/$OUT is up to date"
 	exit 0
 fi
 unpack
@@ -175,4 +193,4 @@ apply_patches
 link_files
 configure
 build
-echo "$hash" > "$B/bzImage-$NAME.inputs"
+echo "$hash" > "$B/$OUT.inputs"

@@ -28,6 +28,15 @@ kmake() {
 		BINDGEN="${CARGO_HOME:-$HOME/.cargo}/bin/bindgen" "$@"
 }
 
+# What in a kernel log fails a run whatever its command said (scripts/vm.sh, scripts/um.sh).
+# shellcheck disable=SC2034
+SPLAT='BUG:|WARNING:|Oops|KASAN|UBSAN|Kernel panic|general protection fault|possible circular locking|possible recursive locking|inconsistent lock state|DEBUG_LOCKS_WARN_ON|INFO: possible|INFO: task .* blocked|list_(add|del) corruption|Call Trace:|unreferenced object|BUG kmalloc|KFENCE:'
+
+# Compiler and clippy warnings of the project's code in a kernel build log (rustc's and clippy's
+# start a line; clang's name the file). The kernel's own code is not ours to fix.
+# shellcheck disable=SC2034
+OWN_WARNINGS='^(warning|error)(\[|:)|(samples/rust/rksm|kunit_suite|rust/kernel/(mm|rb|ksm|kthread|sysfs|slab)).*: warning:'
+
 say() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
 die() { printf 'error: %s\n' "$*" >&2; exit 1; }
 

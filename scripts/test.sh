@@ -2,7 +2,8 @@
 # make test: set up, build both kernels and the guest programs, boot each kernel once and run
 # every suite in it (KUnit at boot on the rksm kernel, the kernel's KSM selftests, rksm's
 # workloads; before the boots, the kernel crate's misuses that must not compile,
-# scripts/compile-fail.sh), boot the rksm kernel once more with its init left out (ksmrace noinit), then boot the debug kernels (FLAVOR=debug: KASAN, KFENCE, kmemleak, UBSAN, ...)
+# scripts/compile-fail.sh, and the KUnit suites through kunit.py on User-Mode Linux,
+# scripts/kunit.sh), boot the rksm kernel once more with its init left out (ksmrace noinit), then boot the debug kernels (FLAVOR=debug: KASAN, KFENCE, kmemleak, UBSAN, ...)
 # for the race regressions and a short torture (scripts/torture.sh, TORTURE_SECONDS per run,
 # default 180; TORTURE=0 leaves them out), then print one table per suite and
 # `N passed, N failed`. Exits non-zero on any failure. FAULT=panic|warning|selftest injects a
@@ -32,6 +33,10 @@ if [[ " $KERNELS " == *" rust "* ]]; then
 	echo $? > "$B/test/rust/compile_fail/compile_fail.rc"
 	set -e
 fi
+# The KUnit suites through the kernel's own runner, kunit.py, on User-Mode Linux (make kunit).
+if [[ " $KERNELS " == *" rust "* ]]; then
+	NO_REPORT=1 "$PROJECT/scripts/kunit.sh" || true
+fi
 for k in $KERNELS; do
 	mkdir -p "$B/test/$k"
 	kunit=0
@@ -43,6 +48,7 @@ for k in $KERNELS; do
 	set -e
 done
 names=$KERNELS
+[[ " $KERNELS " == *" rust "* ]] && names="$names um"
 # rksm with its init left out, as if init had failed: asking for KSM must fail cleanly (ENOMEM).
 if [[ " $KERNELS " == *" rust "* ]]; then
 	out=$B/test/rust-noinit/races

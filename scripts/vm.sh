@@ -99,7 +99,6 @@ if [ "$qrc" = 124 ]; then
 	status=124
 fi
 # Splats in the guest kernel's log fail the run whatever the command said.
-SPLAT='BUG:|WARNING:|Oops|KASAN|UBSAN|Kernel panic|general protection fault|possible circular locking|possible recursive locking|inconsistent lock state|DEBUG_LOCKS_WARN_ON|INFO: possible|INFO: task .* blocked|list_(add|del) corruption|Call Trace:|unreferenced object|BUG kmalloc|KFENCE:'
 if grep -qE "$SPLAT" "$RUN/console.log" 2>/dev/null; then
 	echo "vm: the guest kernel log shows a problem (build/vm/$(basename "$RUN")/console.log):" >&2
 	grep -nE -A12 "$SPLAT" "$RUN/console.log" | head -60 >&2

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Turns what the test VMs left in build/test/ into tables and one verdict line.
 
-Inputs, per kernel K (c, rust; c-debug, rust-debug: the debug kernels' torture boots):
+Inputs, per kernel K (c, rust; c-debug, rust-debug: the debug kernels' torture boots; um: the
+KUnit suites run by kunit.py on User-Mode Linux, build/test/um/kunit.json, .rc and .log):
   build/test/K/<suite>/<name>.out and .rc   TAP output and exit status of each guest command
   build/test/K/vm.rc                        exit status of scripts/vm.sh for that boot
   build/vm/test-K/console.log               the guest kernel's log, KTAP of built-in KUnit suites
@@ -160,6 +161,51 @@ def collect(top, kernel):
     return cases
 
 
+# What kunit.py's own UML configuration (tools/testing/kunit/configs/arch_uml.config: PCI over
+# virtio, with no device) prints at every boot: not a problem of the code under test.
+UM_EXPECTED_SPLATS = ["No virtio device ID configured for PCI"]
+SPLAT = re.compile(r"BUG:|WARNING:|Oops|KASAN|UBSAN|Kernel panic|general protection fault|"
+                   r"possible (circular|recursive) locking|inconsistent lock state|"
+                   r"DEBUG_LOCKS_WARN_ON|list_(add|del) corruption|unreferenced object|KFENCE:")
+
+
+def collect_um(top):
+    """The cases kunit.py ran on User-Mode Linux (scripts/kunit.sh), from its JSON."""
+    import json
+    base = os.path.join(top, "build", "test", "um")
+    rcf = os.path.join(base, "kunit.rc")
+    if not os.path.exists(rcf):
+        return []
+    cases = []
+
+    def walk(group, suite):
+        for c in group.get("test_cases", []):
+            status = {"PASS": "pass", "SKIP": "skip"}.get(c["status"], "fail")
+            cases.append(Case("um", "kunit:" + suite, c["name"], status,
+                              "" if status == "pass" else "kunit.py: " + c["status"]))
+        for g in group.get("sub_groups", []):
+            walk(g, g["name"] if suite is None else suite)
+
+    try:
+        walk(json.load(open(os.path.join(base, "kunit.json"))), None)
+    except (OSError, ValueError) as e:
+        cases.append(Case("um", "kunit.py", "results", "fail", "no JSON results: %s" % e))
+    rc = int(open(rcf).read().strip() or 1)
+    if rc != 0 and all(c.status == "pass" for c in cases):
+        cases.append(Case("um", "kunit.py", "kunit.py run", "fail",
+                          "exit status %d (build/logs/kunit-um.log)" % rc))
+    log = os.path.join(base, "kunit.log")
+    lines = open(log, errors="replace").read().splitlines() if os.path.exists(log) else []
+    bad = [i for i, line in enumerate(lines) if SPLAT.search(line)
+           and not any(e in " ".join(lines[i:i + 2]) for e in UM_EXPECTED_SPLATS)]
+    cases.append(Case("um", "kunit.py", "boot UML, run every suite, clean kernel log",
+                      "pass" if lines and not bad else "fail",
+                      "no kernel log" if not lines else
+                      ("build/test/um/kunit.log:%d: %s" % (bad[0] + 1, lines[bad[0]][:150])
+                       if bad else "")))
+    return cases
+
+
 def abi_groups(lines):
     """Facts of a sysfs ABI record (tests/vm/sysfs_abi.py), grouped by the file they are about."""
     groups = {}
@@ -226,8 +272,8 @@ def main():
     else:
         kernels = sys.argv[1:] or ["c", "rust"]
         for k in kernels:
-            cases += collect(top, k)
-        cases += compare_abi(top, kernels)
+            cases += collect_um(top) if k == "um" else collect(top, k)
+        cases += compare_abi(top, [k for k in kernels if k != "um"])
     for c in cases:
         if c.status == "skip":
             key = (c.suite, c.name)

@@ -183,6 +183,17 @@ pub fn cond_resched() {
     unsafe { bindings::cond_resched() };
 }
 
+/// Gives the CPU to another runnable thread of this CPU, if there is one (C's `yield()`).
+///
+/// Unlike [`cond_resched`], it switches even when the running thread's time slice is not used
+/// up: a test can make threads take turns inside a critical section on a CPU that does not
+/// preempt (User-Mode Linux, `PREEMPT_NONE`). It is no way to wait for another thread.
+#[inline]
+pub fn yield_now() {
+    // SAFETY: Callable wherever sleeping is allowed.
+    unsafe { bindings::yield_() };
+}
+
 /// The jiffies counter (`get_jiffies_64()`). 6.12's [`crate::time`] has the jiffies types and
 /// conversions but no reader of the counter.
 #[inline]

@@ -49,8 +49,13 @@ pub(crate) fn opaque_ptr<T>(o: &Opaque<T>) -> *mut T {
 /// The number of NUMA node ids (C's `nr_node_ids`).
 #[inline]
 pub fn nr_node_ids() -> usize {
+    // Without NUMA, C's `nr_node_ids` is the constant 1, which bindgen gives as a `const`.
+    #[cfg(CONFIG_NUMA)]
     // SAFETY: `nr_node_ids` is set during early boot and read-only afterwards.
-    unsafe { bindings::nr_node_ids as usize }
+    let n = unsafe { bindings::nr_node_ids };
+    #[cfg(not(CONFIG_NUMA))]
+    let n = bindings::nr_node_ids;
+    n as usize
 }
 
 /// Whether memory cgroups are in use: built in, and not turned off (`cgroup_disable=memory`).

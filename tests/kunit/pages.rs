@@ -180,6 +180,9 @@ pub(crate) struct TestPages {
     gone: KVec<AtomicBool>,
     /// Merges that were attempted and failed because the contents differed.
     pub(crate) merge_failures: AtomicUsize,
+    /// Whether the backend gives up the CPU where the kernel's may sleep (see
+    /// [`TestPages::yield_in_steps`]).
+    yields: AtomicBool,
 }
 
 impl TestPages {
@@ -190,6 +193,7 @@ impl TestPages {
             nid: KVec::with_capacity(n, GFP_KERNEL)?,
             gone: KVec::with_capacity(n, GFP_KERNEL)?,
             merge_failures: AtomicUsize::new(0),
+            yields: AtomicBool::new(false),
         };
         for i in 0..n {
             t.push(pattern, i, 0)?;
@@ -225,6 +229,20 @@ impl TestPages {
     /// Marks page `i` gone: it can no longer be had, like a freed KSM page.
     pub(crate) fn set_gone(&self, i: usize) {
         self.gone[i].store(true, Relaxed);
+    }
+
+    /// Makes the backend give up the CPU where the kernel's may sleep (locking a page, merging),
+    /// so that threads running the step take turns inside it even on one CPU that does not
+    /// preempt (User-Mode Linux), and more often on several.
+    pub(crate) fn yield_in_steps(&self, on: bool) {
+        self.yields.store(on, Relaxed);
+    }
+
+    /// Where the kernel's backend may sleep.
+    fn may_sleep(&self) {
+        if self.yields.load(Relaxed) {
+            kernel::kthread::yield_now();
+        }
     }
 
     fn hold(&self, i: usize) -> Option<Held<'_>> {
@@ -352,9 +370,12 @@ impl Backend for TestPages {
         frames.contains(ksm)
     }
 
-    fn lock<'a>(&'a self, _page: &'a Held<'_>) {}
+    fn lock<'a>(&'a self, _page: &'a Held<'_>) {
+        self.may_sleep();
+    }
 
     fn lock_ksm_page(&self, node: &StableNode<Self>) -> Option<Held<'_>> {
+        self.may_sleep();
         self.ksm_page(node)
     }
 
@@ -369,6 +390,7 @@ impl Backend for TestPages {
     }
 
     fn merge_with_ksm(&self, item: &RmapItem<Self>, page: &Held<'_>, kpage: &Held<'_>) -> Result {
+        self.may_sleep();
         if self.naive_cmp(page.index, kpage.index) != Ordering::Equal {
             self.merge_failures.fetch_add(1, Relaxed);
             return Err(EBUSY);
@@ -384,6 +406,7 @@ impl Backend for TestPages {
         tree_item: &RmapItem<Self>,
         tree_page: &Held<'_>,
     ) -> Result {
+        self.may_sleep();
         if self.naive_cmp(page.index, tree_page.index) != Ordering::Equal {
             self.merge_failures.fetch_add(1, Relaxed);
             return Err(EBUSY);

@@ -153,7 +153,7 @@ fn run(
             // step at once rather than one after another.
             let until = kthread::jiffies() + kernel::time::msecs_to_jiffies(5000) as u64;
             while tally.joined.load(Relaxed) < threads && kthread::jiffies() < until {
-                kthread::cond_resched();
+                kthread::yield_now();
             }
             let mut step = Step::new(p, set, 2000);
             loop {
@@ -243,6 +243,7 @@ fn check_node(
 /// The whole check of a case with `threads` threads.
 fn merges_as_the_reference(threads: usize) -> TestResult {
     let p = pages().check()?;
+    p.yield_in_steps(threads > 1);
     let set = ShardSet::new(SHARDS, 1, |i| TestToken::acquire_nth(i).ok_or(EBUSY)).check()?;
     for i in 0..SHARDS {
         set.lock(i).trees.max_page_sharing = MAX_SHARING;

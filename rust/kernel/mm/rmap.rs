@@ -252,6 +252,7 @@ impl<'a> RmapWalk<'a> {
 
 /// The list memory-failure collects the processes to kill in (C's `to_kill`).
 pub struct KillList<'a> {
+    #[cfg_attr(not(CONFIG_MEMORY_FAILURE), allow(dead_code))]
     list: *mut bindings::list_head,
     _p: PhantomData<&'a mut bindings::list_head>,
 }
