@@ -4,8 +4,13 @@
 # ksmpages best/worst/prefix, ksm_tests -P/-H and two then three QEMU guests, REPS times each.
 # Then tests/bench_report.py writes build/bench/results.json, prints the rksm/C ratio table
 # (medians) and draws build/bench/memfree.png.
+# Then the native part: the same ksmpages workloads on User-Mode Linux kernels (FLAVOR=um of
+# scripts/kernel.sh, booted by scripts/um.sh: the kernel as a host process, no emulator, one
+# CPU so one scanner thread), NATIVE_REPS boots each (default 5), taking turns, every byte
+# verified; bench_report.py --native prints their table beside the TCG one and writes
+# build/bench/results-native.json and memfree-native.png.
 # REPS (default 3), MIB per process (default 256), PROCS (2), MODES (best,worst,prefix),
-# PARTS (ksmpages,selftests,qemu), THREADS (scanner threads to try on rksm, default "1,2").
+# PARTS (ksmpages,selftests,qemu,native), THREADS (scanner threads to try on rksm, default "1,2").
 # The kernels timed are built with FLAVOR=bench (the test config without lockdep and the other
 # costly debugging checks, kernel/config/bench.config); FLAVOR=test times the test kernels.
 set -euo pipefail
@@ -15,7 +20,10 @@ t0=$SECONDS
 EXTRA_PKGS=python3-matplotlib "$PROJECT/scripts/setup.sh"
 FLAVOR=${FLAVOR:-bench}
 case $FLAVOR in bench) img=bzImage-bench ;; test) img=bzImage ;; *) die "FLAVOR: bench or test" ;; esac
-for k in c rust; do FLAVOR=$FLAVOR KSM=$k "$PROJECT/scripts/kernel.sh"; done
+parts=${PARTS:-ksmpages,selftests,qemu,native}
+if [ "$parts" != native ]; then
+	for k in c rust; do FLAVOR=$FLAVOR KSM=$k "$PROJECT/scripts/kernel.sh"; done
+fi
 "$PROJECT/scripts/selftests.sh"
 "$PROJECT/scripts/guest-progs.sh"
 
@@ -41,8 +49,7 @@ run_bench() { # kernel, run directory, output, ksmbench arguments...
 --mib ${MIB:-256} --procs ${PROCS:-2} --modes ${MODES:-best,worst,prefix} --threads $threads $*" \
 		"$PROJECT/scripts/vm.sh" || die "the benchmark failed on the $k kernel (build/vm/$run/)"
 }
-parts=${PARTS:-ksmpages,selftests,qemu}
-near=$(echo "$parts" | tr ',' '\n' | grep -v '^qemu$' | paste -sd, -)
+near=$(echo "$parts" | tr ',' '\n' | { grep -vE '^(qemu|native)$' || true; } | paste -sd, -)
 if [ -n "$near" ]; then
 	for rep in $(seq "$REPS"); do
 		for k in c rust; do
@@ -58,10 +65,52 @@ if echo "$parts" | tr ',' '\n' | grep -qx qemu; then
 		run_bench $k bench-$k-qemu raw-$k-qemu.jsonl --reps "$REPS" --parts qemu
 	done
 fi
-for k in c rust; do
-	cat "$B"/bench/raw-$k-*.jsonl > "$B/bench/raw-$k.jsonl"
-done
+native=0
+echo "$parts" | tr ',' '\n' | grep -qx native && native=1
+if [ $native = 1 ]; then
+	rm -f "$B"/bench/raw-um-*.jsonl
+	rm -rf "$B"/um/bench-*
+	for rep in $(seq "${NATIVE_REPS:-5}"); do
+		for k in c rust; do
+			FLAVOR=um KSM=$k "$PROJECT/scripts/kernel.sh"
+			say "native bench (User-Mode Linux), repetition $rep of ${NATIVE_REPS:-5}, $k"
+			KSM=$k UM_RUN=$B/um/bench-$k-$rep QUIET=1 TIMEOUT=${BENCH_TIMEOUT:-7200} \
+				CMD="python3 $PROJECT/tests/vm/ksmbench.py --impl $k \
+--out $B/bench/raw-um-$k-$rep.jsonl --mib ${MIB:-256} --procs ${PROCS:-2} \
+--modes ${MODES:-best,worst,prefix} --threads 1 --reps 1 --first-rep $((rep - 1)) --parts ksmpages" \
+				"$PROJECT/scripts/um.sh" || die "the native benchmark failed on the $k kernel (build/um/bench-$k-$rep/)"
+			cat "$B/um/bench-$k-$rep/output.log"
+		done
+	done
+	# Lookups alone, at native memory speed: KUnit rksm_lookup on the native rksm kernel.
+	for rep in 1 2 3; do
+		say "native lookups (KUnit rksm_lookup), boot $rep of 3"
+		KSM=rust UM_RUN=$B/um/bench-lookups-$rep QUIET=1 CMD=true \
+			APPEND="kunit.enable=1 kunit.filter_glob=rksm_lookup" "$PROJECT/scripts/um.sh" ||
+			die "the lookup benchmark failed (build/um/bench-lookups-$rep/)"
+	done
+fi
+rc=0
+if ls "$B"/bench/raw-c-*.jsonl > /dev/null 2>&1; then
+	for k in c rust; do
+		cat "$B"/bench/raw-$k-*.jsonl > "$B/bench/raw-$k.jsonl"
+	done
+	# Debian's python has matplotlib (a pyenv python on PATH may not).
+	/usr/bin/python3 "$PROJECT/tests/bench_report.py" --accel "$(cat "$B/vm/accel" 2>/dev/null || echo tcg)" --config "$FLAVOR" \
+		"$B/bench/raw-c.jsonl" "$B/bench/raw-rust.jsonl" || rc=1
+fi
+if [ $native = 1 ]; then
+	for k in c rust; do
+		cat "$B"/bench/raw-um-$k-*.jsonl > "$B/bench/raw-um-$k.jsonl"
+	done
+	echo
+	echo "Native (User-Mode Linux, 1 CPU; the kernel runs as a host process):"
+	/usr/bin/python3 "$PROJECT/tests/bench_report.py" --native \
+		"$B/bench/raw-um-c.jsonl" "$B/bench/raw-um-rust.jsonl" || rc=1
+	echo
+	echo "Native lookups (KUnit rksm_lookup, User-Mode Linux): C KSM's order against rksm's:"
+	/usr/bin/python3 "$PROJECT/tests/bench_report.py" --lookups \
+		"$B"/um/bench-lookups-*/console.log || rc=1
+fi
 say "bench done in $(elapsed $((SECONDS - t0)))"
-# Debian's python has matplotlib (a pyenv python on PATH may not).
-/usr/bin/python3 "$PROJECT/tests/bench_report.py" --accel "$(cat "$B/vm/accel" 2>/dev/null || echo tcg)" --config "$FLAVOR" \
-	"$B/bench/raw-c.jsonl" "$B/bench/raw-rust.jsonl"
+exit $rc

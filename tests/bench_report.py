@@ -4,6 +4,10 @@ a table of medians with the rksm / C KSM ratio per workload, and build/bench/mem
 over time while merging, both kernels: the paper's vmstat trace as a plot).
 
 usage: bench_report.py [--accel tcg|kvm] [--config bench|test] RAW.jsonl...
+       bench_report.py --native RAW.jsonl...   (the User-Mode Linux kernels: results-native.json,
+                                                memfree-native.png)
+       bench_report.py --lookups CONSOLE.log... (KUnit rksm_lookup's figures from native boots:
+                                                results-lookups.json)
 """
 
 import argparse
@@ -45,10 +49,10 @@ def host_cpu():
     return platform.processor()
 
 
-def kernel_problems():
+def kernel_problems(runs):
     """Lines of either guest's kernel log that make a run invalid."""
     bad = []
-    for log in sorted(glob.glob(os.path.join(TOP, "build", "vm", "bench-*", "console.log"))):
+    for log in sorted(glob.glob(os.path.join(TOP, "build", runs, "bench-*", "console.log"))):
         run = os.path.basename(os.path.dirname(log))
         with open(log, errors="replace") as f:
             bad += ["%s: %s" % (run, line.strip()) for line in f if PROBLEM.search(line)]
@@ -159,10 +163,63 @@ def plot(records, path):
     return True
 
 
+LOOKUP = re.compile(r"rksm_lookup: (\w+) pages=(\d+) c_ns=(\d+) c_bytes=(\d+) rksm_ns=(\d+) "
+                    r"rksm_bytes=(\d+)")
+
+
+def lookups(logs):
+    """The native lookup benchmark: per contents, C's order against rksm's, median over boots.
+    A boot counts only if every rksm_lookup case passed (each lookup's answer was checked)."""
+    runs = {}
+    bad = []
+    for log in logs:
+        text = open(log, errors="replace").read()
+        if re.search(r"^\s*not ok \d+ ", text, re.M) or not re.search(r"^ok \d+ rksm_lookup", text,
+                                                                     re.M):
+            bad.append(log)
+            continue
+        for m in LOOKUP.finditer(text):
+            runs.setdefault(m.group(1), []).append([int(x) for x in m.groups()[1:]])
+    print()
+    print("%-8s %6s %5s %14s %14s %14s %14s %9s %13s"
+          % ("contents", "pages", "boots", "C order ns", "C bytes", "rksm ns", "rksm bytes",
+             "C/rksm", "(boots' range)"))
+    summary = []
+    for w in ("best", "worst", "prefix"):
+        rs = runs.get(w, [])
+        if not rs:
+            continue
+        ratios = [r[1] / r[3] for r in rs if r[3]]
+        row = {"contents": w, "pages": rs[0][0], "boots": len(rs),
+               "c_ns": statistics.median(r[1] for r in rs),
+               "c_bytes": statistics.median(r[2] for r in rs),
+               "rksm_ns": statistics.median(r[3] for r in rs),
+               "rksm_bytes": statistics.median(r[4] for r in rs),
+               "ratio": statistics.median(ratios) if ratios else None}
+        summary.append(row)
+        print("%-8s %6d %5d %14.0f %14.0f %14.0f %14.0f %9s %13s"
+              % (w, row["pages"], row["boots"], row["c_ns"], row["c_bytes"], row["rksm_ns"],
+                 row["rksm_bytes"], fmt(row["ratio"], ".2f") + "x",
+                 "%.2f-%.2f" % (min(ratios), max(ratios)) if ratios else ""))
+    print("per lookup (copies of tree pages and pages of new contents, every answer checked); "
+          "C/rksm: the median over boots of C's order's time over rksm's")
+    os.makedirs(OUT, exist_ok=True)
+    with open(os.path.join(OUT, "results-lookups.json"), "w") as f:
+        json.dump({"machine": "User-Mode Linux, 1 CPU (host: %s)" % host_cpu(),
+                   "summary": summary, "failed_boots": bad}, f, indent=1)
+    for b in bad:
+        print("FAILED: %s (a case failed or never ran)" % b)
+    return 1 if bad or not summary else 0
+
+
 def main():
+    if sys.argv[1:2] == ["--lookups"]:
+        return lookups(sys.argv[2:])
     ap = argparse.ArgumentParser()
     ap.add_argument("--accel", default="tcg")
     ap.add_argument("--config", default="bench")
+    ap.add_argument("--native", action="store_true",
+                    help="the records are of the User-Mode Linux kernels (scripts/um.sh)")
     ap.add_argument("raw", nargs="+")
     args = ap.parse_args()
     records = load(args.raw)
@@ -176,21 +233,25 @@ def main():
                             "test": "test config (lockdep, DEBUG_VM)"}.get(args.config,
                                                                           args.config),
           "knobs": "sleep_millisecs=0 pages_to_scan=100000, others at boot values"}
+    if args.native:
+        vm |= {"vcpus": 1, "numa_nodes": 1, "accel": "none: User-Mode Linux, a host process",
+               "kernel_config": "kernel/config/um.config (tinyconfig + hostfs, swap, KSM, Rust)"}
+    name = "-native" if args.native else ""
     results = [{k: r.get(k) for k in FIELDS} | {"rep": r.get("rep"),
                                                 "merge_mib_per_s": r.get("merge_mib_per_s"),
                                                 "verified": r["verified"]}
                for r in records]
     summary = table(records)
-    problems = kernel_problems()
+    problems = kernel_problems("um" if args.native else "vm")
     os.makedirs(OUT, exist_ok=True)
-    with open(os.path.join(OUT, "results.json"), "w") as f:
+    with open(os.path.join(OUT, "results%s.json" % name), "w") as f:
         json.dump({"vm": vm, "results": results, "summary": summary,
                    "kernel_log_problems": problems}, f, indent=1)
-    png = os.path.join(OUT, "memfree.png")
+    png = os.path.join(OUT, "memfree%s.png" % name)
     drawn = plot(records, png)
     print()
-    print("results: build/bench/results.json%s" % (", plot: build/bench/memfree.png" if drawn
-                                                   else ""))
+    print("results: build/bench/results%s.json%s"
+          % (name, ", plot: build/bench/memfree%s.png" % name if drawn else ""))
     bad = [r for r in records if not r["verified"]]
     for r in bad:
         print("FAILED check: %s %s thread(s) %s: %s" % (r["impl"], r["workload"], r["threads"],

@@ -9,6 +9,7 @@ mod compare_tests;
 mod domain_tests;
 mod knob_tests;
 mod layout_tests;
+mod lookup_bench;
 mod merge_tests;
 mod pages;
 mod smoke;

@@ -1,0 +1,180 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! `rksm_lookup`: lookups in an unstable tree of thousands of synthetic pages, in C KSM's order
+//! (contents from byte 0 at every node, as `memcmp()`) and in rksm's (checksum first, then
+//! contents skipping the prefix known equal), for KSM's best, worst and prefix contents.
+//!
+//! Every answer is checked against what it must be (a copy of a page in the tree finds that
+//! page, a page of new contents finds nothing), so the case fails when a lookup is wrong. It
+//! also prints how long each order took per lookup and how many bytes it read: `make bench`
+//! boots the native (User-Mode Linux) bench kernel with this suite alone and reports the
+//! figures; at hardware memory speed and without page tables, they are the algorithm's gain.
+//! The times are printed, never judged: a pass never depends on them.
+
+use super::pages::{items, shuffled, Pattern, TestPages};
+use crate::backend::Contents;
+use crate::compare::{Order, Stats};
+use crate::domain::Scope;
+use crate::unstable::{Lookup, Probe, UnstableTree};
+use kernel::kunit_suite::{Check, TestResult};
+use kernel::prelude::*;
+use kernel::time::Ktime;
+use kernel::{kunit_ensure, kunit_suite};
+
+/// Pages in the tree.
+const PAGES: usize = 4096;
+/// Rounds of lookups timed per order (each round looks up every copy and every new page),
+/// after one untimed round that checks every answer byte by byte.
+const ROUNDS: usize = 2;
+
+/// How an order fared: nanoseconds and bytes read per lookup.
+struct Timing {
+    ns: u64,
+    bytes: u64,
+}
+
+fn probe_how(order: Order) -> Probe {
+    Probe {
+        tree_nid: 0,
+        same_node_only: false,
+        order,
+        trust: false,
+        scope: Scope::Global,
+        domain: 0,
+    }
+}
+
+/// Builds a tree of the first `PAGES` pages of `p` in `order`, then times lookups of their
+/// copies (pages `PAGES..2 * PAGES`, each equal to page `i - PAGES`) and of pages of new
+/// contents (`2 * PAGES..`), checking every answer.
+fn time_order(p: &TestPages, pattern: Pattern, order: Order) -> Result<Timing, &'static str> {
+    let n = p.len();
+    let its = items(n).map_err(|_| "no memory for the items")?;
+    for (i, it) in its.iter().enumerate() {
+        // The checksum the volatility gate records, computed before any lookup (both C KSM and
+        // rksm checksum every page they scan; a lookup does not).
+        it.admit(p.held(i).bytes().checksum());
+    }
+    let mut tree = UnstableTree::new();
+    let mut stats = Stats::default();
+    for i in shuffled(PAGES, 0x7ee).map_err(|_| "no memory")? {
+        let key = p.held(i);
+        match tree.search_insert(
+            p,
+            its[i].as_ref(),
+            &key,
+            probe_how(order),
+            &mut stats,
+            || true,
+        ) {
+            Lookup::Inserted | Lookup::Found(_) => {}
+            _ => return Err("building the tree: a lookup gave up"),
+        }
+    }
+    let order_of_lookups = shuffled(n - PAGES, 0x100c).map_err(|_| "no memory")?;
+    let mut stats = Stats::default();
+    let mut looked = 0u64;
+    let mut result = Ok(());
+    let mut start = Ktime::ktime_get();
+    // Round 0 checks each found page byte by byte against the one looked up, untimed; the timed
+    // rounds after it check only that copies are found and new pages are not.
+    'rounds: for round in 0..=ROUNDS {
+        if round == 1 {
+            stats = Stats::default();
+            looked = 0;
+            start = Ktime::ktime_get();
+        }
+        for &k in order_of_lookups.iter() {
+            let i = PAGES + k;
+            let key = p.held(i);
+            looked += 1;
+            // With the best case's contents every page is equal; else only copies are.
+            let equal_in_tree = i < 2 * PAGES || pattern == Pattern::Best;
+            // The lookup's answer borrows the tree: checked within this block.
+            let (ok, inserted) = {
+                let seen = tree.search_insert(
+                    p,
+                    its[i].as_ref(),
+                    &key,
+                    probe_how(order),
+                    &mut stats,
+                    || true,
+                );
+                match seen {
+                    // A copy finds an equal page of the tree.
+                    Lookup::Found(hit) => (
+                        equal_in_tree && (round > 0 || p.naive_cmp(hit.page.index, i).is_eq()),
+                        false,
+                    ),
+                    // A new page finds none; it goes in (and out again at once, below).
+                    Lookup::Inserted => (!equal_in_tree, true),
+                    _ => (false, false),
+                }
+            };
+            if inserted {
+                tree.remove(&its[i]);
+            }
+            if !ok {
+                result = Err("a lookup found the wrong page, or none where one is equal");
+                break 'rounds;
+            }
+        }
+    }
+    let ns = (Ktime::ktime_get() - start).to_ns() as u64;
+    for it in its.iter() {
+        tree.remove(it);
+    }
+    tree.reset();
+    result?;
+    Ok(Timing {
+        ns: ns / looked.max(1),
+        bytes: stats.bytes / looked.max(1),
+    })
+}
+
+/// The whole case for one pattern: both orders, the same pages.
+fn compare_orders(pattern: Pattern, name: &str) -> TestResult {
+    let mut p = TestPages::new(PAGES, pattern).check()?;
+    for i in 0..PAGES {
+        p.push(pattern, i, 0).check()?;
+    }
+    for i in 0..PAGES {
+        p.push(pattern, PAGES + i, 0).check()?;
+    }
+    let c = time_order(&p, pattern, Order::Plain);
+    kunit_ensure!(c.is_ok(), "C's order: {}", c.as_ref().err().unwrap_or(&""));
+    let r = time_order(&p, pattern, Order::Checksum);
+    kunit_ensure!(
+        r.is_ok(),
+        "rksm's order: {}",
+        r.as_ref().err().unwrap_or(&"")
+    );
+    let (c, r) = (
+        c.unwrap_or(Timing { ns: 0, bytes: 0 }),
+        r.unwrap_or(Timing { ns: 0, bytes: 0 }),
+    );
+    pr_info!(
+        "rksm_lookup: {} pages={} c_ns={} c_bytes={} rksm_ns={} rksm_bytes={}\n",
+        name,
+        PAGES,
+        c.ns,
+        c.bytes,
+        r.ns,
+        r.bytes
+    );
+    Ok(())
+}
+
+fn best() -> TestResult {
+    compare_orders(Pattern::Best, "best")
+}
+
+fn worst() -> TestResult {
+    compare_orders(Pattern::Worst, "worst")
+}
+
+fn prefix() -> TestResult {
+    compare_orders(Pattern::ZeroPrefix(0xbe9c), "prefix")
+}
+
+kunit_suite!("rksm_lookup", [best, worst, prefix]);
