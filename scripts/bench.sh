@@ -8,7 +8,7 @@
 # scripts/kernel.sh, booted by scripts/um.sh: the kernel as a host process, no emulator, one
 # CPU so one scanner thread), NATIVE_REPS boots each (default 5), taking turns, every byte
 # verified; bench_report.py --native prints their table beside the TCG one and writes
-# build/bench/results-native.json and memfree-native.png.
+# build/bench/results-native.json.
 # REPS (default 3), MIB per process (default 256), PROCS (2), MODES (best,worst,prefix),
 # PARTS (ksmpages,selftests,qemu,native), THREADS (scanner threads to try on rksm, default "1,2").
 # The kernels timed are built with FLAVOR=bench (the test config without lockdep and the other

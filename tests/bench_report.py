@@ -4,8 +4,7 @@ a table of medians with the rksm / C KSM ratio per workload, and build/bench/mem
 over time while merging, both kernels: the paper's vmstat trace as a plot).
 
 usage: bench_report.py [--accel tcg|kvm] [--config bench|test] RAW.jsonl...
-       bench_report.py --native RAW.jsonl...   (the User-Mode Linux kernels: results-native.json,
-                                                memfree-native.png)
+       bench_report.py --native RAW.jsonl...   (the User-Mode Linux kernels: results-native.json)
        bench_report.py --lookups CONSOLE.log... (KUnit rksm_lookup's figures from native boots:
                                                 results-lookups.json)
 """
@@ -248,7 +247,9 @@ def main():
         json.dump({"vm": vm, "results": results, "summary": summary,
                    "kernel_log_problems": problems}, f, indent=1)
     png = os.path.join(OUT, "memfree%s.png" % name)
-    drawn = plot(records, png)
+    # The native runs last a few tenths of a second, about the watcher's sampling period: their
+    # MemFree traces have two or three points and say nothing yet.
+    drawn = not args.native and plot(records, png)
     print()
     print("results: build/bench/results%s.json%s"
           % (name, ", plot: build/bench/memfree%s.png" % name if drawn else ""))
