@@ -162,6 +162,8 @@ def plot(records, path):
     return True
 
 
+SPLIT = re.compile(r"rksm_lookup: (\w+) split c_hit_ns=(\d+) c_miss_ns=(\d+) rksm_hit_ns=(\d+) "
+                   r"rksm_miss_ns=(\d+)")
 LOOKUP = re.compile(r"rksm_lookup: (\w+) pages=(\d+) c_ns=(\d+) c_bytes=(\d+) rksm_ns=(\d+) "
                     r"rksm_bytes=(\d+)")
 
@@ -202,6 +204,29 @@ def lookups(logs):
                  "%.2f-%.2f" % (min(ratios), max(ratios)) if ratios else ""))
     print("per lookup (copies of tree pages and pages of new contents, every answer checked); "
           "C/rksm: the median over boots of C's order's time over rksm's")
+    split = {}
+    for log in logs:
+        if log in bad:
+            continue
+        for m in SPLIT.finditer(open(log, errors="replace").read()):
+            split.setdefault(m.group(1), []).append([int(x) for x in m.groups()[1:]])
+    if split:
+        print()
+        print("%-8s %5s %11s %11s %9s %11s %11s %9s"
+              % ("contents", "boots", "C hit ns", "rksm hit", "C/rksm", "C miss ns", "rksm miss",
+                 "C/rksm"))
+    for w, rs in split.items():
+        med = [statistics.median(r[k] for r in rs) for k in range(4)]
+        hit = statistics.median(r[0] / r[2] for r in rs if r[2])
+        miss = statistics.median(r[1] / r[3] for r in rs if r[3])
+        print("%-8s %5d %11.0f %11.0f %8.2fx %11.0f %11.0f %8.2fx"
+              % (w, len(rs), med[0], med[2], hit, med[1], med[3], miss))
+        for row in summary:
+            if row["contents"] == w:
+                row.update({"c_hit_ns": med[0], "c_miss_ns": med[1], "rksm_hit_ns": med[2],
+                            "rksm_miss_ns": med[3], "hit_ratio": hit, "miss_ratio": miss})
+    if split:
+        print("hit: a copy of a tree page, found; miss: new contents, not found (nor inserted)")
     os.makedirs(OUT, exist_ok=True)
     with open(os.path.join(OUT, "results-lookups.json"), "w") as f:
         json.dump({"machine": "User-Mode Linux, 1 CPU (host: %s)" % host_cpu(),
