@@ -14,11 +14,10 @@
 //! figures; at hardware memory speed and without page tables, they are the algorithm's gain.
 //! The times are printed, never judged: a pass never depends on them.
 
-use super::pages::{items, shuffled, Pattern, TestPages};
+use super::pages::{global_probe, items, shuffled, Pattern, TestPages};
 use crate::backend::Contents;
 use crate::compare::{Order, Stats};
-use crate::domain::Scope;
-use crate::unstable::{Lookup, Probe, UnstableTree};
+use crate::unstable::{Lookup, UnstableTree};
 use kernel::kunit_suite::{Check, TestResult};
 use kernel::prelude::*;
 use kernel::time::Ktime;
@@ -47,17 +46,6 @@ struct Timing {
     bytes: u64,
 }
 
-fn probe_how(order: Order) -> Probe {
-    Probe {
-        tree_nid: 0,
-        same_node_only: false,
-        order,
-        trust: false,
-        scope: Scope::Global,
-        domain: 0,
-    }
-}
-
 /// Builds a tree of the first `PAGES` pages of `p` in `order`, then times lookups of their
 /// copies (pages `PAGES..2 * PAGES`, each equal to page `i - PAGES`) and of pages of new
 /// contents (`2 * PAGES..`), checking every answer.
@@ -82,7 +70,7 @@ fn time_order(
             p,
             its[i].as_ref(),
             &key,
-            probe_how(order),
+            global_probe(order),
             &mut stats,
             || true,
         ) {
@@ -119,7 +107,7 @@ fn time_order(
                     p,
                     its[i].as_ref(),
                     &key,
-                    probe_how(order),
+                    global_probe(order),
                     &mut stats,
                     || false,
                 );

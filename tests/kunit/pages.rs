@@ -14,6 +14,7 @@ use crate::item::RmapItem;
 use crate::stable::StableNode;
 use crate::step::{Shards, Step};
 use crate::trees::{Outcome, Trees};
+use crate::unstable::Probe;
 use core::cmp::Ordering;
 use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
 use kernel::mm::contents::{MappedPage, PageBytes};
@@ -478,4 +479,17 @@ pub(crate) fn shuffled(n: usize, seed: u64) -> Result<KVec<usize>> {
 pub(crate) fn max_rb_height(n: usize) -> usize {
     let sq = (n as u128 + 1) * (n as u128 + 1);
     (u128::BITS - 1 - sq.leading_zeros()) as usize
+}
+
+/// How the one-node suites look a page up in an unstable tree: on node 0, every page in one merge
+/// domain, each candidate's page taken and compared (no trust in a recorded checksum).
+pub(crate) fn global_probe(order: Order) -> Probe {
+    Probe {
+        tree_nid: 0,
+        same_node_only: false,
+        order,
+        trust: false,
+        scope: Scope::Global,
+        domain: 0,
+    }
 }

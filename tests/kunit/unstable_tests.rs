@@ -3,12 +3,11 @@
 //! `rksm_unstable`: the unstable tree against a naive sorted array, the cost of its lookups, and
 //! what it does when pages change under it.
 
-use super::pages::{items, max_rb_height, shuffled, Pattern, TestMapping, TestPages};
+use super::pages::{global_probe, items, max_rb_height, shuffled, Pattern, TestMapping, TestPages};
 use crate::backend::Contents;
 use crate::compare::{Order, Stats};
-use crate::domain::Scope;
 use crate::item::RmapItem;
-use crate::unstable::{Lookup, Probe, UnstableTree};
+use crate::unstable::{Lookup, UnstableTree};
 use core::cmp::Ordering;
 use kernel::kunit_suite::{Check, TestResult};
 use kernel::page::PAGE_SIZE;
@@ -49,15 +48,7 @@ fn lookup(
     let key = p.held(item.mapping().page());
     // As the volatility gate does before a lookup: the item records its page's checksum.
     item.admit(key.bytes().checksum());
-    let how = Probe {
-        tree_nid: 0,
-        same_node_only: false,
-        order,
-        trust: false,
-        scope: Scope::Global,
-        domain: 0,
-    };
-    match tree.search_insert(p, item, &key, how, stats, || true) {
+    match tree.search_insert(p, item, &key, global_probe(order), stats, || true) {
         Lookup::Found(hit) => Seen::Found(hit.page.index),
         Lookup::Inserted => Seen::Inserted,
         Lookup::GaveUp | Lookup::Declined => Seen::GaveUp,
