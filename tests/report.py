@@ -37,9 +37,10 @@ DMESG_PREFIX = re.compile(r"^\[\s*\d+\.\d+\]\s?")
 
 
 class Case:
-    def __init__(self, kernel, suite, name, status, detail=""):
+    def __init__(self, kernel, suite, name, status, detail="", log=None):
         self.kernel, self.suite, self.name = kernel, suite, name
         self.status, self.detail = status, detail  # status: pass, fail, skip
+        self.log = log  # the output file the case was read from, shown when it fails
 
 
 def parse_tap(text):
@@ -133,7 +134,8 @@ def collect(top, kernel):
             if not f.endswith(".out"):
                 continue
             name = f[:-4]
-            text = open(os.path.join(d, f), errors="replace").read()
+            log = os.path.join(d, f)
+            text = open(log, errors="replace").read()
             rcf = os.path.join(d, name + ".rc")
             rc = int(open(rcf).read().strip() or 1) if os.path.exists(rcf) else None
             results = parse_tap(text)
@@ -142,22 +144,29 @@ def collect(top, kernel):
                     if re.sub(r"_\d+threads$", "", suite) == ksuite and kname in desc \
                             and signature in text:
                         status, desc = "broken", "%s (known broken upstream: %s)" % (desc, why)
-                cases.append(Case(kernel, suite, "%s: %s" % (name, desc), status))
+                cases.append(Case(kernel, suite, "%s: %s" % (name, desc), status, log=log))
             if rc is None:
-                cases.append(Case(kernel, suite, name, "fail", "never finished"))
+                cases.append(Case(kernel, suite, name, "fail", "never finished", log))
             elif not results:
                 cases.append(Case(kernel, suite, name, "fail",
-                                  "no TAP result, exit %d: %s" % (rc, tail(text))))
+                                  "no TAP result, exit %d: %s" % (rc, tail(text)), log))
             elif rc not in (0, 4) and all(s not in ("fail", "broken") for _, s in results):
-                cases.append(Case(kernel, suite, name, "fail", "exit status %d" % rc))
+                cases.append(Case(kernel, suite, name, "fail", "exit status %d" % rc, log))
     console = os.path.join(top, "build", "vm", "test-" + kernel, "console.log")
     if os.path.exists(console):
         cases += parse_ktap(open(console, errors="replace").read(), kernel)
     vm_rc = int(open(vm_rc_file).read().strip() or 1)
     why = {0: "", 2: "the guest never finished its command", 3: "the guest kernel log shows a splat",
            124: "the VM timed out"}.get(vm_rc, "vm exit status %d" % vm_rc)
+    excerpt = None
+    if vm_rc == 3 and os.path.exists(console):
+        lines = open(console, errors="replace").read().splitlines()
+        first = next((i for i, x in enumerate(lines) if SPLAT.search(x)), None)
+        if first is not None:
+            excerpt = ("the first splat in " + os.path.relpath(console, top),
+                       lines[first:first + 15])
     cases.append(Case(kernel, "vm", "boot, run every suite, clean kernel log",
-                      "pass" if vm_rc == 0 else "fail", why))
+                      "pass" if vm_rc == 0 else "fail", why, excerpt))
     return cases
 
 
@@ -266,6 +275,28 @@ def tail(text, n=3):
     return " | ".join(lines[-n:])[:300]
 
 
+def print_failed_logs(cases, top, files=4, lines=15):
+    """The last lines of the output of each failed command, at the end of the report: CI shows
+    the report's end, and a failure that happens only there must be diagnosable from it."""
+    logs = []
+    for c in cases:
+        if c.status == "fail" and c.log and c.log not in logs:
+            logs.append(c.log)
+    for log in logs[:files]:
+        print()
+        if isinstance(log, tuple):  # (title, lines): an excerpt, as of a kernel log
+            title, text = log
+        else:
+            title = "last lines of " + os.path.relpath(log, top)
+            text = [x for x in open(log, errors="replace").read().splitlines() if x.strip()]
+            text = text[-lines:]
+        print(title + ":")
+        for line in text:
+            print("  | " + line[:160])
+    if len(logs) > files:
+        print("(%d more failed outputs under build/test)" % (len(logs) - files))
+
+
 def main():
     top = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
     cases = []
@@ -308,6 +339,7 @@ def main():
             print("  %-4s %-78s" % (mark, c.name[:78]))
             if c.detail and c.status not in ("pass", "broken"):
                 print("       %s" % c.detail[:200])
+    print_failed_logs(cases, top)
     npass = sum(c.status == "pass" for c in cases)
     broken = [c for c in cases if c.status == "broken"]
     nfail = len(cases) - npass - len(broken)

@@ -671,6 +671,56 @@ static int set_block(long block, const char *state)
 	return err;
 }
 
+/* Copies the file at `path` to standard output, each line as a TAP comment. */
+static void print_file(const char *path)
+{
+	char line[256];
+	FILE *f = fopen(path, "r");
+
+	if (!f)
+		return;
+	while (fgets(line, sizeof(line), f))
+		printf("#   %s", line);
+	fclose(f);
+}
+
+/*
+ * set_block(), but in a child that gets `secs` seconds: offline_pages() retries migration until
+ * it succeeds or its caller gets a fatal signal, so a page that never migrates hangs the write
+ * forever. On time out the writer's kernel stack and KSM's counters are printed, the writer is
+ * killed (the kernel then cancels the offlining) and ETIMEDOUT returned.
+ */
+static int set_block_bounded(long block, const char *state, int secs)
+{
+	char path[64];
+	int status = 0;
+	pid_t pid;
+
+	fflush(stdout);
+	pid = fork();
+	if (pid < 0)
+		return set_block(block, state);
+	if (!pid)
+		_exit(set_block(block, state));
+	for (int i = 0; i < secs * 10; i++) {
+		if (waitpid(pid, &status, WNOHANG) == pid)
+			return WIFEXITED(status) ? WEXITSTATUS(status) : EINTR;
+		usleep(100000);
+	}
+	printf("# block %ld: '%s' still running after %d s; the writer's kernel stack:\n", block,
+	       state, secs);
+	snprintf(path, sizeof(path), "/proc/%d/stack", pid);
+	print_file(path);
+	printf("# pages_shared %ld, pages_sharing %ld, stable_node_chains %ld, full_scans %ld\n",
+	       knob("pages_shared"), knob("pages_sharing"), knob("stable_node_chains"),
+	       knob("full_scans"));
+	snprintf(path, sizeof(path), SYSMEM "memory%ld/state", block);
+	print_file(path);
+	kill(pid, SIGKILL);
+	waitpid(pid, &status, 0);
+	return ETIMEDOUT;
+}
+
 /* Fills pages [from, to) of the offline area. */
 static void off_fill(char *a, size_t from, size_t to)
 {
@@ -708,7 +758,7 @@ static long offlinable_block(void)
 		if (sscanf(e->d_name, "memory%ld", &b) != 1 || (best >= 0 && b > best) ||
 		    !block_attr_is(b, "state", "online") || !block_attr_is(b, "valid_zones", "Movable"))
 			continue;
-		if (set_block(b, "offline"))
+		if (set_block_bounded(b, "offline", 90))
 			continue;
 		if (set_block(b, "online_movable") && set_block(b, "online")) {
 			printf("# block %ld went offline and could not be onlined again\n", b);
@@ -758,7 +808,7 @@ static void scenario_offline(double budget)
 	const size_t half = OFF_PAGES / 2, slice = OFF_PAGES / 8;
 	long bsize = 0, blocks[OFF_PAGES], offlined = 0, onlined = 0, nblocks;
 	int pagemap = open("/proc/self/pagemap", O_RDONLY), moved = 0, remerged = 0, rounds = 0;
-	int wrong = 0, offline_rounds = 0, w;
+	int wrong = 0, offline_rounds = 0, timed_out = 0, w;
 	long round_offlined = 0;
 	double end = now() + budget;
 	unsigned long node1 = 2;
@@ -825,7 +875,8 @@ static void scenario_offline(double budget)
 			int err = EBUSY;
 
 			for (int t = 0; t < 5 && err == EBUSY; t++)
-				err = set_block(blocks[k], "offline");
+				err = set_block_bounded(blocks[k], "offline", 90);
+			timed_out |= err == ETIMEDOUT;
 			if (!err) {
 				offlined++;
 				round_offlined++;
@@ -870,9 +921,12 @@ static void scenario_offline(double budget)
 		       round_offlined, nblocks, merging_pages());
 		offline_rounds += round_offlined > 0;
 		rounds++;
+		if (timed_out)
+			break;
 	}
 	printf("# offline: %ld blocks offlined, %ld onlined again, %d rounds\n", offlined, onlined,
 	       rounds);
+	check(!timed_out, "offline: every offlining finished within 90 s");
 	check(offline_rounds == rounds,
 	      "offline: a block holding KSM pages went offline in every round (%d of %d, %ld blocks)",
 	      offline_rounds, rounds, offlined);
