@@ -685,6 +685,12 @@ static void print_file(const char *path)
 }
 
 /*
+ * The time an offlining of the rounds gets (the probe gets 90 s);
+ * OFFLINE_SECS=0 in the environment shows the time-out's path.
+ */
+static int offline_secs = 90;
+
+/*
  * set_block(), but in a child that gets `secs` seconds: offline_pages() retries migration until
  * it succeeds or its caller gets a fatal signal, so a page that never migrates hangs the write
  * forever. On time out the writer's kernel stack and KSM's counters are printed, the writer is
@@ -718,7 +724,8 @@ static int set_block_bounded(long block, const char *state, int secs)
 	print_file(path);
 	kill(pid, SIGKILL);
 	waitpid(pid, &status, 0);
-	return ETIMEDOUT;
+	errno = ETIMEDOUT;
+	return errno;
 }
 
 /* Fills pages [from, to) of the offline area. */
@@ -831,6 +838,8 @@ static void scenario_offline(double budget)
 	set_knob("sleep_millisecs", 0);
 	set_knob("pages_to_scan", 10000);
 	set_knob("merge_across_nodes", 1);
+	if (getenv("OFFLINE_SECS"))
+		offline_secs = atoi(getenv("OFFLINE_SECS"));
 	target = offlinable_block();
 	check(target >= 0, "offline: node 1 has a movable block that can go offline (%ld)", target);
 	if (target < 0)
@@ -875,7 +884,7 @@ static void scenario_offline(double budget)
 			int err = EBUSY;
 
 			for (int t = 0; t < 5 && err == EBUSY; t++)
-				err = set_block_bounded(blocks[k], "offline", 90);
+				err = set_block_bounded(blocks[k], "offline", offline_secs);
 			timed_out |= err == ETIMEDOUT;
 			if (!err) {
 				offlined++;
@@ -926,7 +935,7 @@ static void scenario_offline(double budget)
 	}
 	printf("# offline: %ld blocks offlined, %ld onlined again, %d rounds\n", offlined, onlined,
 	       rounds);
-	check(!timed_out, "offline: every offlining finished within 90 s");
+	check(!timed_out, "offline: every offlining finished within %d s", offline_secs);
 	check(offline_rounds == rounds,
 	      "offline: a block holding KSM pages went offline in every round (%d of %d, %ld blocks)",
 	      offline_rounds, rounds, offlined);
