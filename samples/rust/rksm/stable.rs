@@ -40,24 +40,45 @@ struct Chain<B: Backend> {
 type Dups<B> = TokenCell<Chain<B>, <B as Backend>::Token>;
 
 /// A KSM page and the rmap_items that map it, or a chain of such nodes of equal contents.
+///
+/// 64 bytes, one cache line of the 64-byte kmalloc cache: a descent reads the links, the list's
+/// length, the checksum and the domain of every node it passes, and a node of 72 bytes (in the
+/// 96-byte cache) straddles two lines.
 pub(crate) struct StableNode<B: Backend> {
     links: TreeLinks,
     items: HList<RmapItem<B>, B::Token>,
     kind: Kind<B>,
-    /// The index of the tree the node is in (changes when a migrated page's node moves).
-    nid: AtomicU16,
-    /// The checksum of the node's page (of its dups' pages for a chain), which orders it with
-    /// [`Order::Checksum`]; the page is write-protected, so it does not change.
-    checksum: u32,
     /// The merge domain of the pages that map the node's page (see [`crate::domain`]), which
     /// orders it before its checksum: that of the page the node was made from.
     domain: Domain,
 }
 
+/// The node's page or dups, with its checksum and tree index. Those two are fields of both
+/// variants, not of the node, so that they share the enum's first word with its tag (a field of
+/// the node would add a word).
 enum Kind<B: Backend> {
     /// A KSM page (in the tree, or a dup in a chain).
-    Page(B::KsmPage),
+    Page {
+        page: B::KsmPage,
+        /// The checksum of the page, which orders the node with [`Order::Checksum`]; the page is
+        /// write-protected, so it does not change.
+        checksum: u32,
+        /// The index of the tree the node is in (changes when a migrated page's node moves).
+        nid: AtomicU16,
+    },
     /// A chain of dups of equal contents.
+    Chain {
+        dups: KBox<Dups<B>>,
+        /// The checksum of the dups' pages.
+        checksum: u32,
+        /// The index of the tree the chain is in.
+        nid: AtomicU16,
+    },
+}
+
+/// What a new node holds: a KSM page, or the dups of a new chain.
+enum Holds<B: Backend> {
+    Page(B::KsmPage),
     Chain(KBox<Dups<B>>),
 }
 
@@ -80,19 +101,35 @@ impl<B: Backend> HListOwner<RmapItem<B>, B::Token> for StableNode<B> {
 impl<B: Backend> StableNode<B> {
     /// Records that the node moved to the tree of index `nid`.
     pub(crate) fn set_nid(&self, nid: usize) {
-        self.nid.store(nid as u16, Relaxed);
+        self.nid_cell().store(nid as u16, Relaxed);
+    }
+
+    fn nid_cell(&self) -> &AtomicU16 {
+        match &self.kind {
+            Kind::Page { nid, .. } | Kind::Chain { nid, .. } => nid,
+        }
     }
 
     /// A node whose list and chain `token` governs (the token of its shard), for pages whose
     /// domain and checksum are `tag`.
-    fn new(kind: Kind<B>, nid: usize, tag: Tag, token: &B::Token) -> Result<Pin<KBox<Self>>> {
+    fn new(holds: Holds<B>, nid: usize, tag: Tag, token: &B::Token) -> Result<Pin<KBox<Self>>> {
+        let (checksum, nid) = (tag.sum, AtomicU16::new(nid as u16));
         Ok(KBox::pin(
             Self {
                 links: TreeLinks::new(),
                 items: HList::new_for(token),
-                kind,
-                nid: AtomicU16::new(nid as u16),
-                checksum: tag.sum,
+                kind: match holds {
+                    Holds::Page(page) => Kind::Page {
+                        page,
+                        checksum,
+                        nid,
+                    },
+                    Holds::Chain(dups) => Kind::Chain {
+                        dups,
+                        checksum,
+                        nid,
+                    },
+                },
                 domain: tag.domain,
             },
             GFP_KERNEL,
@@ -102,14 +139,14 @@ impl<B: Backend> StableNode<B> {
     /// The node's KSM page; `None` for a chain.
     pub(crate) fn ksm_page(&self) -> Option<&B::KsmPage> {
         match &self.kind {
-            Kind::Page(p) => Some(p),
-            Kind::Chain(_) => None,
+            Kind::Page { page: p, .. } => Some(p),
+            Kind::Chain { .. } => None,
         }
     }
 
     /// Whether the node is a chain of dups.
     pub(crate) fn is_chain(&self) -> bool {
-        matches!(self.kind, Kind::Chain(_))
+        matches!(self.kind, Kind::Chain { .. })
     }
 
     /// The number of rmap_items that map the node's page (0 for a chain).
@@ -124,7 +161,9 @@ impl<B: Backend> StableNode<B> {
 
     /// The checksum of the node's page.
     pub(crate) fn checksum(&self) -> u32 {
-        self.checksum
+        match self.kind {
+            Kind::Page { checksum, .. } | Kind::Chain { checksum, .. } => checksum,
+        }
     }
 
     /// The merge domain of the node's page.
@@ -144,12 +183,12 @@ impl<B: Backend> StableNode<B> {
     /// What orders the node before its page's contents: its domain, then its checksum.
     #[inline]
     pub(crate) fn tag(&self) -> Tag {
-        Tag::new(self.domain, self.checksum)
+        Tag::new(self.domain, self.checksum())
     }
 
     /// The index of the tree the node is in.
     pub(crate) fn nid(&self) -> usize {
-        self.nid.load(Relaxed).into()
+        self.nid_cell().load(Relaxed).into()
     }
 
     /// The rmap_items that map the page, newest first.
@@ -174,8 +213,8 @@ impl<B: Backend> StableNode<B> {
     /// The dups of a chain (none for a plain node).
     pub(crate) fn dups<'t>(&'t self, token: &'t B::Token) -> &'t [Pin<KBox<StableNode<B>>>] {
         match &self.kind {
-            Kind::Chain(chain) => &chain.get(token).dups,
-            Kind::Page(_) => &[],
+            Kind::Chain { dups: chain, .. } => &chain.get(token).dups,
+            Kind::Page { .. } => &[],
         }
     }
 
@@ -243,7 +282,7 @@ impl<'a, B: Backend> NodeRef<'a, B> {
     /// The node, for as long as the token is borrowed.
     pub(crate) fn get<'t>(&'t self, token: &'t B::Token) -> Pin<&'t StableNode<B>> {
         match (self.dup, &self.node.kind) {
-            (Some(k), Kind::Chain(chain)) => chain.get(token).dups[k].as_ref(),
+            (Some(k), Kind::Chain { dups: chain, .. }) => chain.get(token).dups[k].as_ref(),
             _ => self.node,
         }
     }
@@ -473,7 +512,7 @@ impl<B: Backend> StableTree<B> {
     /// first).
     #[inline(never)]
     fn is_stale(backend: &B, node: &StableNode<B>) -> bool {
-        matches!(node.kind, Kind::Page(_))
+        matches!(node.kind, Kind::Page { .. })
             && node.items.is_empty()
             && !backend.ksm_page_present(node)
             && backend.ksm_page(node).is_none()
@@ -492,8 +531,8 @@ impl<B: Backend> StableTree<B> {
     ) -> Prune {
         let trust = cx.set.trust_checksum && cx.set.order == Order::Checksum;
         let page = match &node.kind {
-            Kind::Page(_) => cx.backend.ksm_page(node).map(|page| (None, page)),
-            Kind::Chain(cell) => {
+            Kind::Page { .. } => cx.backend.ksm_page(node).map(|page| (None, page)),
+            Kind::Chain { dups: cell, .. } => {
                 Self::chain_page(cx.backend, cx.token, cell, cx.set, prune, cx.counters)
                     .map(|(k, page)| (Some(k), page))
             }
@@ -552,7 +591,7 @@ impl<B: Backend> StableTree<B> {
             // hide the equal page.
             let node: &StableNode<B> = at.get();
             let target = match (dup, &node.kind) {
-                (Some(k), Kind::Chain(cell)) => &*cell.get(token).dups[k],
+                (Some(k), Kind::Chain { dups: cell, .. }) => &*cell.get(token).dups[k],
                 _ => node,
             };
             let full = !target.has_room(set.max_page_sharing);
@@ -569,7 +608,7 @@ impl<B: Backend> StableTree<B> {
         }
         // A chain down to one dup is no chain: the dup takes its place in the tree.
         let single = match &at.get().kind {
-            Kind::Chain(cell) if dup.is_some() && cell.get(token).dups.len() == 1 => {
+            Kind::Chain { dups: cell, .. } if dup.is_some() && cell.get(token).dups.len() == 1 => {
                 cell.get_mut(token).dups.pop()
             }
             _ => None,
@@ -584,7 +623,7 @@ impl<B: Backend> StableTree<B> {
                 }
                 Err(single) => {
                     // Cannot be (the dup's links are free); keep the chain as it was.
-                    if let Kind::Chain(cell) = &at.get().kind {
+                    if let Kind::Chain { dups: cell, .. } = &at.get().kind {
                         let _ = cell.get_mut(token).dups.push(single, GFP_KERNEL);
                     }
                 }
@@ -616,7 +655,7 @@ impl<B: Backend> StableTree<B> {
         nid: usize,
         at: Option<Insertion>,
     ) -> Result<NodeRef<'a, B>> {
-        let new = StableNode::new(Kind::Page(page), nid, key.tag(), cx.token)?;
+        let new = StableNode::new(Holds::Page(page), nid, key.tag(), cx.token)?;
         // Where a lookup of the same key just missed, if nothing changed the tree since.
         if let Some(at) = at.filter(|at| self.tree.holds_place(&at.mark)) {
             // Checked just above, with the tree borrowed since: the place is there.
@@ -639,7 +678,7 @@ impl<B: Backend> StableTree<B> {
     ) -> core::result::Result<NodeRef<'a, B>, Pin<KBox<StableNode<B>>>> {
         let was_empty = self.tree.is_empty();
         let nid = new.nid();
-        let key = Key::new(bytes, new.checksum).in_domain(new.domain);
+        let key = Key::new(bytes, new.checksum()).in_domain(new.domain);
         let d = Self::descend(&mut self.tree, self.floor, cx, &key, false);
         let (set, token, c) = (cx.set, &mut *cx.token, &mut *cx.counters);
         drop(d.hit);
@@ -669,7 +708,7 @@ impl<B: Backend> StableTree<B> {
                     ) else {
                         return Err(new);
                     };
-                    let Ok(chain) = StableNode::new(Kind::Chain(cell), nid, key.tag(), token)
+                    let Ok(chain) = StableNode::new(Holds::Chain(cell), nid, key.tag(), token)
                     else {
                         return Err(new);
                     };
@@ -680,14 +719,14 @@ impl<B: Backend> StableTree<B> {
                         // Cannot be (room for two was made); never free a node with mappings.
                         core::mem::forget(old);
                     }
-                    if let Kind::Chain(cell) = &at.get().kind {
+                    if let Kind::Chain { dups: cell, .. } = &at.get().kind {
                         cell.get_mut(token).dups = list;
                     }
                     c.chains += 1;
                     c.dups += 1;
                 }
                 let chain = at.into_pinned();
-                let Kind::Chain(cell) = &chain.get_ref().kind else {
+                let Kind::Chain { dups: cell, .. } = &chain.get_ref().kind else {
                     return Err(new);
                 };
                 let list = &mut cell.get_mut(token).dups;

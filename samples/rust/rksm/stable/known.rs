@@ -20,7 +20,7 @@ impl<B: Backend> StableTree<B> {
             return Some(at.remove());
         };
         let (taken, empty) = {
-            let Kind::Chain(cell) = &at.get().kind else {
+            let Kind::Chain { dups: cell, .. } = &at.get().kind else {
                 return None;
             };
             let chain = cell.get_mut(token);
@@ -56,12 +56,12 @@ impl<B: Backend> StableTree<B> {
             return Some(at.remove());
         }
         let k = match &at.get().kind {
-            Kind::Chain(cell) => cell
+            Kind::Chain { dups: cell, .. } => cell
                 .get(token)
                 .dups
                 .iter()
                 .position(|d| core::ptr::eq(&**d, addr))?,
-            Kind::Page(_) => return None,
+            Kind::Page { .. } => return None,
         };
         Self::take_at(backend, token, at, Some(k), c)
     }
@@ -89,12 +89,12 @@ impl<B: Backend> StableTree<B> {
         };
         let walk = self.tree.walk_mut_with(pass, |node| {
             let steer = match &node.kind {
-                Kind::Page(_) if backend.page_is(kpage, node) => {
+                Kind::Page { .. } if backend.page_is(kpage, node) => {
                     found = true;
                     return Step::Stop;
                 }
-                Kind::Page(_) => backend.ksm_page(node),
-                Kind::Chain(cell) => {
+                Kind::Page { .. } => backend.ksm_page(node),
+                Kind::Chain { dups: cell, .. } => {
                     let dups = &cell.get(token).dups;
                     if let Some(k) = dups.iter().position(|d| backend.page_is(kpage, d)) {
                         (dup, found) = (Some(k), true);

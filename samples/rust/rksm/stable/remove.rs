@@ -71,7 +71,7 @@ impl<B: Backend> StableTree<B> {
         if dup {
             c.dups -= 1;
         }
-        if let Kind::Chain(chain) = &node.kind {
+        if let Kind::Chain { dups: chain, .. } = &node.kind {
             c.chains -= 1;
             let dups = core::mem::take(&mut chain.get_mut(token).dups);
             for d in dups {
@@ -94,7 +94,7 @@ impl<B: Backend> StableTree<B> {
         let stale = |n: &StableNode<B>| n.ksm_page().is_some_and(&in_range);
         // Dups first: a chain left without dups goes with the plain nodes below.
         for node in self.tree.iter() {
-            let Kind::Chain(cell) = &node.kind else {
+            let Kind::Chain { dups: cell, .. } = &node.kind else {
                 continue;
             };
             loop {
@@ -112,8 +112,8 @@ impl<B: Backend> StableTree<B> {
             }
         }
         while let Some(node) = self.tree.take_first(|n| match &n.kind {
-            Kind::Page(_) => stale(n),
-            Kind::Chain(cell) => cell.get(token).dups.is_empty(),
+            Kind::Page { .. } => stale(n),
+            Kind::Chain { dups: cell, .. } => cell.get(token).dups.is_empty(),
         }) {
             Self::free_node(backend, token, node, c, false);
             kthread::cond_resched();
@@ -137,8 +137,8 @@ impl<B: Backend> StableTree<B> {
         let _ = self.tree.walk_prune(|visit| match visit {
             Visit::At(node) => {
                 let free = match &node.kind {
-                    Kind::Page(_) => node.items.is_empty() && backend.release(node),
-                    Kind::Chain(chain) => chain
+                    Kind::Page { .. } => node.items.is_empty() && backend.release(node),
+                    Kind::Chain { dups: chain, .. } => chain
                         .get(token)
                         .dups
                         .iter()
