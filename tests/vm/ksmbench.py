@@ -7,10 +7,14 @@ other knobs at their boot values) and appends one JSON record per run to OUT:
   ksmpages best / worst / prefix   PROCS processes of MIB MiB each (tests/vm/ksmpages.c)
   ksm_tests -P / -H                the kernel's own selftest, its "Average speed" line
   qemu2 / qemu3                    two QEMU guests booted, merged; then a third booted, merged
+  qemu3-memcg                      rksm only: the three guests again, each QEMU in a memory
+                                   cgroup of its own under merge_scope=memcg
 
 Every ksmpages run is checked as `make test` checks it: the counters reach every page, the page
 frames agree (as many distinct frames as pages_shared, none mapped exclusively) and every byte
-reads back; the QEMU guests check every byte of their own memory after merging. A run whose
+reads back; the QEMU guests check every byte of their own memory after merging, and
+qemu3-memcg also checks by page frames that no frame of a guest's memory is mapped by another
+guest (qemu3, under merge_scope=global, must show some: the control). A run whose
 check fails is recorded with "verified": false and makes the script exit 1.
 
 Per run: seconds from `run=1` to fully merged ("seconds"), the same from the first merged page
@@ -28,7 +32,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from ksmrun import PAGE, Proc, frames, ksm_read, ksm_write  # noqa: E402
+from ksmrun import KSM, PAGE, Proc, frames, ksm_read, ksm_write  # noqa: E402
 
 TOP = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 HZ = os.sysconf("SC_CLK_TCK")
@@ -202,6 +206,7 @@ class Guest:
              "-chardev", "stdio,id=s0,signal=off", "-serial", "chardev:s0"],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         self.name = "guest%d" % n
+        self.cgroup = None
         threading.Thread(target=self._read, daemon=True).start()
 
     def _read(self):
@@ -252,14 +257,15 @@ def run_qemu(impl, mib, threads, reps, results):
     ok = all(g.wait_for(r"^ready", 0, 1200) for g in guests)
     say("qemu: two guests ready after %.0f s" % (time.monotonic() - t0))
 
-    def record(workload, rep, seconds, pages, cpu, trace, verified):
+    def record(workload, rep, seconds, pages, cpu, trace, verified,
+               check="guests check their memory"):
         mib_merged = pages * PAGE / 2**20
         results.append({
             "workload": workload, "impl": impl, "threads": threads, "rep": rep,
             "mib_merged": round(mib_merged, 2), "seconds": round(seconds, 3),
             "mib_per_s": round(mib_merged / seconds, 2) if seconds else 0,
             "slab_bytes_per_page": None, "ksmd_cpu_s": round(cpu, 2),
-            "verified": verified, "check": "guests check their memory", "trace": trace,
+            "verified": verified, "check": check, "trace": trace,
         })
         say("  %s rep %d: %.1f MiB merged in %.2f s, guests %s"
             % (workload, rep, mib_merged, seconds, "ok" if verified else "FAILED"))
@@ -278,10 +284,86 @@ def run_qemu(impl, mib, threads, reps, results):
     cpu0 = ksmd_cpu()
     seconds, pages, w = merge_until_stable(base)
     verified = ok and all(g.check() for g in guests)
-    record("qemu3", 0, seconds, pages, ksmd_cpu() - cpu0, w.trace, verified)
+    shared = cross_shared_frames(guests)
+    say("  qemu3: %d frames mapped by more than one guest" % shared)
+    record("qemu3", 0, seconds, pages, ksmd_cpu() - cpu0, w.trace, verified and shared > 0,
+           "guests check their memory; %d frames mapped by two guests or more" % shared)
+    if os.path.exists(KSM + "merge_scope"):
+        run_qemu_memcg(guests, ok, record)
     for g in guests:
         g.stop()
     ksm_write("run", 2)
+    for g in guests:
+        if g.cgroup:
+            os.rmdir(g.cgroup)
+
+
+CGROUP = "/sys/fs/cgroup"
+KPF_ZERO_PAGE = 1 << 24
+
+
+def guest_frames(guest):
+    """The frames that a guest's QEMU maps in its anonymous mappings of 64 MiB or more (the
+    guest's RAM), the zero page left out."""
+    out = set()
+    with open("/proc/%d/maps" % guest.p.pid) as f:
+        areas = []
+        for line in f:
+            fields = line.split()
+            start, end = (int(x, 16) for x in fields[0].split("-"))
+            if len(fields) < 6 and end - start >= 64 << 20:
+                areas.append((start, end))
+    with open("/proc/%d/pagemap" % guest.p.pid, "rb") as pm:
+        for start, end in areas:
+            pm.seek(start // PAGE * 8)
+            raw = pm.read((end - start) // PAGE * 8)
+            for i in range(0, len(raw), 8):
+                e = int.from_bytes(raw[i:i + 8], "little")
+                if e >> 63:
+                    out.add(e & ((1 << 55) - 1))
+    with open("/proc/kpageflags", "rb") as kf:
+        for pfn in list(out):
+            kf.seek(pfn * 8)
+            if int.from_bytes(kf.read(8), "little") & KPF_ZERO_PAGE:
+                out.discard(pfn)
+    return out
+
+
+def cross_shared_frames(guests):
+    """How many frames are mapped by more than one guest."""
+    seen, shared = set(), set()
+    for g in guests:
+        frames_of = guest_frames(g)
+        shared |= frames_of & seen
+        seen |= frames_of
+    return len(shared)
+
+
+def run_qemu_memcg(guests, ok, record):
+    """merge_scope's case for VMs of different owners: every guest's QEMU in a memory cgroup
+    of its own under merge_scope=memcg; each guest merges within itself only, so no frame may
+    be mapped by two guests, and every guest must still read its memory right."""
+    say("qemu: merge_scope=memcg, each guest in a memory cgroup of its own")
+    ksm_write("run", 2)
+    ksm_write("merge_scope", "memcg")
+    if not os.path.exists(CGROUP + "/cgroup.procs"):
+        subprocess.run(["mount", "-t", "cgroup2", "none", CGROUP], check=True)
+    with open(CGROUP + "/cgroup.subtree_control", "w") as f:
+        f.write("+memory")
+    for g in guests:
+        g.cgroup = os.path.join(CGROUP, "rksm-" + g.name)
+        os.makedirs(g.cgroup, exist_ok=True)
+        with open(os.path.join(g.cgroup, "cgroup.procs"), "w") as f:
+            f.write(str(g.p.pid))
+    cpu0 = ksmd_cpu()
+    seconds, pages, w = merge_until_stable(0)
+    shared = cross_shared_frames(guests)
+    say("  qemu3-memcg: %d frames mapped by more than one guest" % shared)
+    verified = ok and all(g.check() for g in guests) and shared == 0 and pages > 0
+    record("qemu3-memcg", 0, seconds, pages, ksmd_cpu() - cpu0, w.trace, verified,
+           "guests check their memory; %d frames mapped by two guests or more" % shared)
+    ksm_write("run", 2)
+    ksm_write("merge_scope", "global")
 
 
 def main():
