@@ -164,6 +164,8 @@ def plot(records, path):
 
 SPLIT = re.compile(r"rksm_lookup: (\w+) split c_hit_ns=(\d+) c_miss_ns=(\d+) rksm_hit_ns=(\d+) "
                    r"rksm_miss_ns=(\d+)")
+PRIMITIVES = re.compile(r"rksm_lookup: primitives pages=(\d+) checksum_ns=(\d+) "
+                        r"xxhash64_ns=(\d+) compare_ns=(\d+) memcmp_ns=(\d+)")
 LOOKUP = re.compile(r"rksm_lookup: (\w+) pages=(\d+) c_ns=(\d+) c_bytes=(\d+) rksm_ns=(\d+) "
                     r"rksm_bytes=(\d+)")
 
@@ -227,10 +229,28 @@ def lookups(logs):
                             "rksm_miss_ns": med[3], "hit_ratio": hit, "miss_ratio": miss})
     if split:
         print("hit: a copy of a tree page, found; miss: new contents, not found (nor inserted)")
+    prims = []
+    for log in logs:
+        if log not in bad:
+            prims += [[int(x) for x in m.groups()] for m in
+                      PRIMITIVES.finditer(open(log, errors="replace").read())]
+    primitives = None
+    if prims:
+        med = [statistics.median(r[k] for r in prims) for k in range(5)]
+        primitives = {"pages": med[0], "boots": len(prims), "checksum_ns": med[1],
+                      "xxhash64_ns": med[2], "compare_ns": med[3], "memcmp_ns": med[4]}
+        print()
+        print("%-34s %5s %9s %9s %9s" % ("per page, whole page read", "boots", "rksm ns", "C ns",
+                                          "C/rksm"))
+        for what, r, c in (("checksum (C: xxhash64)", med[1], med[2]),
+                           ("compare equal pages (C: memcmp)", med[3], med[4])):
+            print("%-34s %5d %9.0f %9.0f %8.2fx" % (what, len(prims), r, c, c / r if r else 0))
+        print("the median over boots of each boot's fastest of 3 rounds over %d pages" % med[0])
     os.makedirs(OUT, exist_ok=True)
     with open(os.path.join(OUT, "results-lookups.json"), "w") as f:
         json.dump({"machine": "User-Mode Linux, 1 CPU (host: %s)" % host_cpu(),
-                   "summary": summary, "failed_boots": bad}, f, indent=1)
+                   "summary": summary, "primitives": primitives, "failed_boots": bad}, f,
+                  indent=1)
     for b in bad:
         print("FAILED: %s (a case failed or never ran)" % b)
     return 1 if bad or not summary else 0

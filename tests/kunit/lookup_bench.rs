@@ -12,7 +12,8 @@
 //! also prints how long each order took per lookup and how many bytes it read: `make bench`
 //! boots the native (User-Mode Linux) bench kernel with this suite alone and reports the
 //! figures; at hardware memory speed and without page tables, they are the algorithm's gain.
-//! The times are printed, never judged: a pass never depends on them.
+//! The times are printed, never judged: a pass never depends on them. A last case
+//! ([`primitives`]) times the per-page primitives themselves, rksm's against C KSM's.
 
 use super::pages::{global_probe, items, shuffled, Pattern, TestPages};
 use crate::backend::Contents;
@@ -210,4 +211,82 @@ fn prefix() -> TestResult {
     compare_orders(Pattern::ZeroPrefix(0xbe9c), "prefix")
 }
 
-kunit_suite!("rksm_lookup", [best, worst, prefix]);
+/// Rounds of [`primitives`]'s timings; the fastest round of each counts.
+const PRIMITIVE_ROUNDS: usize = 3;
+
+/// The two per-page primitives that KSM spends its time in, natively, rksm's against C KSM's:
+/// rksm's checksum (four lanes without rotations, chosen where an emulator makes rotations
+/// expensive) against C's xxhash64, and rksm's comparison (blocks of eight words, one test each)
+/// against the kernel's `memcmp()`, both reading equal pages whole. Prints nanoseconds per
+/// page. Checked: a page's copy has its checksum and its xxhash64, every copy compares equal by
+/// both, and the two comparisons order every pair of neighbouring pages alike.
+fn primitives() -> TestResult {
+    let pattern = Pattern::ZeroPrefix(0x5eed);
+    let mut p = TestPages::new(PAGES, pattern).check()?;
+    for i in 0..PAGES {
+        p.push(pattern, i, 0).check()?;
+    }
+    // Each page is mapped where it is used (`kmap_local_page()`, which nests), in every timing
+    // alike.
+    for i in 0..PAGES {
+        let (ha, hb) = (p.held(i), p.held(PAGES + i));
+        let (a, b) = (ha.bytes(), hb.bytes());
+        kunit_ensure!(
+            a.checksum() == b.checksum(),
+            "page {}: copies' checksums differ",
+            i
+        );
+        kunit_ensure!(
+            a.xxhash64() == b.xxhash64(),
+            "page {}: copies' xxhashes differ",
+            i
+        );
+        kunit_ensure!(
+            a.same_as(&b) && a.memcmp(&b).is_eq(),
+            "page {}: copies differ",
+            i
+        );
+        if i + 1 < PAGES {
+            let hc = p.held(i + 1);
+            let c = hc.bytes();
+            kunit_ensure!(
+                a.compare(&c).order == a.memcmp(&c),
+                "pages {} and {}: compare and memcmp order them differently",
+                i,
+                i + 1
+            );
+        }
+    }
+    // Fastest of the rounds, per primitive: [checksum, xxhash64, compare, memcmp].
+    let mut best = [u64::MAX; 4];
+    let mut sink = 0u64;
+    for _ in 0..PRIMITIVE_ROUNDS {
+        for (k, slot) in best.iter_mut().enumerate() {
+            let start = Ktime::ktime_get();
+            for i in 0..PAGES {
+                let (ha, hb) = (p.held(i), p.held(PAGES + i));
+                let (a, b) = (ha.bytes(), hb.bytes());
+                sink = sink.wrapping_add(match k {
+                    0 => a.checksum().into(),
+                    1 => a.xxhash64(),
+                    2 => a.compare(&b).common as u64,
+                    _ => a.memcmp(&b) as i8 as u64,
+                });
+            }
+            let ns = (Ktime::ktime_get() - start).to_ns() as u64 / PAGES as u64;
+            *slot = (*slot).min(ns);
+        }
+    }
+    core::hint::black_box(sink);
+    pr_info!(
+        "rksm_lookup: primitives pages={} checksum_ns={} xxhash64_ns={} compare_ns={} memcmp_ns={}\n",
+        PAGES,
+        best[0],
+        best[1],
+        best[2],
+        best[3]
+    );
+    Ok(())
+}
+
+kunit_suite!("rksm_lookup", [best, worst, prefix, primitives]);

@@ -219,6 +219,27 @@ impl<'a> PageBytes<'a> {
     }
 }
 
+impl PageBytes<'_> {
+    /// C KSM's checksum of the page: its xxhash64 with seed 0 from the kernel's `xxh64()`, of
+    /// which `calc_checksum()` keeps the low 32 bits. For measuring [`PageBytes::checksum`]
+    /// against; a concurrent write makes it the hash of some mix of old and new contents.
+    pub fn xxhash64(&self) -> u64 {
+        // SAFETY: By the type invariants the page's `PAGE_SIZE` bytes are mapped for `'a`;
+        // `xxh64()` only reads them.
+        unsafe { bindings::xxh64(self.as_ptr().cast(), PAGE_SIZE, 0) }
+    }
+
+    /// The order of this page against `other` by the kernel's `memcmp()` of the whole pages, as
+    /// C KSM's `memcmp_pages()` compares them. For measuring [`PageBytes::compare`] against; the
+    /// same contract for pages that change meanwhile.
+    pub fn memcmp(&self, other: &PageBytes<'_>) -> Ordering {
+        // SAFETY: By the type invariants both pages' `PAGE_SIZE` bytes are mapped for as long as
+        // `self` and `other` live; `memcmp()` only reads them.
+        let r = unsafe { bindings::memcmp(self.as_ptr().cast(), other.as_ptr().cast(), PAGE_SIZE) };
+        r.cmp(&0)
+    }
+}
+
 /// The multiplier of [`PageBytes::checksum`]: odd (so multiplying by it is a bijection of 64-bit
 /// words), with its bits spread over the word.
 const P: u64 = 0x9e37_79b9_7f4a_7c15;
