@@ -360,14 +360,14 @@ fn gone_pages_and_failed_merges() -> TestResult {
     Ok(())
 }
 
-/// Two contents of one checksum: pages zero but their first 8 bytes, which hold `24771` or
-/// `29673` (their checksums, `PageBytes::checksum`, are equal: found by a search over such
+/// Two contents of one checksum: pages zero but their first 8 bytes, which hold `15300` or
+/// `55660` (their checksums, `PageBytes::checksum`, are equal: found by a search over such
 /// pages with a model of the checksum).
 /// `TestPages` of `n` pages, page `i` of the first contents where `first[i]`.
 fn colliding_pages(first: &[bool]) -> Result<TestPages> {
     let p = TestPages::new(first.len(), Pattern::Worst)?;
     for (i, a) in first.iter().enumerate() {
-        let v: u64 = if *a { 24771 } else { 29673 };
+        let v: u64 = if *a { 15300 } else { 55660 };
         p.write(i, kernel::page::PAGE_SIZE - 8, &[0; 8]);
         p.write(i, 0, &v.to_le_bytes());
     }
