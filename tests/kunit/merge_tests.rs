@@ -363,13 +363,22 @@ fn gone_pages_and_failed_merges() -> TestResult {
 /// Two contents of one checksum: pages zero but their first 8 bytes, which hold `15300` or
 /// `55660` (their checksums, `PageBytes::checksum`, are equal: found by a search over such
 /// pages with a model of the checksum).
-/// `TestPages` of `n` pages, page `i` of the first contents where `first[i]`.
-fn colliding_pages(first: &[bool]) -> Result<TestPages> {
-    let p = TestPages::new(first.len(), Pattern::Worst)?;
-    for (i, a) in first.iter().enumerate() {
+/// `TestPages` of `n` pages, page `i` of the first contents where `colliding[i]`.
+fn colliding_pages(colliding: &[bool]) -> Result<TestPages> {
+    let p = TestPages::new(colliding.len(), Pattern::Worst)?;
+    for (i, a) in colliding.iter().enumerate() {
         let v: u64 = if *a { 15300 } else { 55660 };
         p.write(i, kernel::page::PAGE_SIZE - 8, &[0; 8]);
         p.write(i, 0, &v.to_le_bytes());
+    }
+    // The pair must still collide: a change to the checksum needs a new pair (see above).
+    let a = colliding.iter().position(|&first| first);
+    let b = colliding.iter().position(|&first| !first);
+    if let (Some(a), Some(b)) = (a, b) {
+        if p.held(a).bytes().checksum() != p.held(b).bytes().checksum() {
+            pr_err!("the colliding test pages no longer share a checksum\n");
+            return Err(EINVAL);
+        }
     }
     Ok(p)
 }
