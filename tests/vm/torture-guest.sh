@@ -59,11 +59,25 @@ for t in "$@"; do
 done
 [ -e $threads ] && echo 1 > $threads
 # rksm's merge domains: the torture again, two threads, half as long, under merge_scope mm
-# (every process a domain of its own: the KSM pages a fork shares are unmerged) and memcg (the
-# torture's one cgroup: one domain, read from the cgroup at every visit). The torture ends with
-# run=2, so no KSM page is left and the scope may change.
+# (every process a domain of its own: the KSM pages a fork shares are unmerged) and memcg (half
+# of the workers in a second cgroup, -g: two domains, read from the cgroup at every visit). The
+# torture checks that no KSM frame is ever mapped by workers of two domains. It ends with run=2,
+# so no KSM page is left and the scope may change.
 scope=/sys/kernel/mm/ksm/merge_scope
 if [ -e $scope ]; then
+	mkdir -p $cg/torture2
+	echo 64M > $cg/torture2/memory.max
+	# That check fails when it should: under global, workers share KSM frames, so checking them
+	# as if every process were a domain of its own (-S mm) must fail (its test 10).
+	echo 2 > /sys/kernel/mm/ksm/run
+	run torture scope_check_fails 600 sh -c "echo \$\$ > $cg/torture/cgroup.procs;
+		$exe/torture -q -d 20 -t 1 -S mm > /tmp/scope_check.out 2>&1; echo 1..1
+		if grep -q '^not ok 10 - no KSM frame in two merge domains' /tmp/scope_check.out; then
+			echo 'ok 1 - the frame check fails on frames shared across processes (-S mm, global)'
+		else
+			sed 's/^/# /' /tmp/scope_check.out
+			echo 'not ok 1 - the frame check fails on frames shared across processes (-S mm, global)'
+		fi"
 	for s in mm memcg; do
 		echo 2 > /sys/kernel/mm/ksm/run
 		if ! echo $s > $scope; then
@@ -72,7 +86,8 @@ if [ -e $scope ]; then
 		fi
 		echo 2 > $threads
 		run torture "scope_$s" $((secs / 2 + 600)) sh -c \
-			"echo \$\$ > $cg/torture/cgroup.procs && exec $exe/torture -q -d $((secs / 2)) -t 2"
+			"echo \$\$ > $cg/torture/cgroup.procs &&
+			 exec $exe/torture -q -d $((secs / 2)) -t 2 -g $cg/torture2"
 		cat "$out/torture/scope_$s.out" | sed -n '/^| /p'
 		echo 1 > $threads
 	done

@@ -3,6 +3,7 @@
  * torture: a randomized stress test of KSM that can fail.
  *
  *   torture [-d SECONDS] [-w WORKERS] [-m MIB_PER_WORKER] [-t SCAN_THREADS_LIST] [-s SEED] [-q]
+ *           [-F] [-g SECOND_CGROUP_DIR] [-S global|memcg|mm]
  *
  * Workers (half madvise(MADV_MERGEABLE), half prctl(PR_SET_MEMORY_MERGE)) fill anonymous memory
  * with pages of few contents (zero, 15 patterns shared by all, some unique), so that most pages
@@ -19,6 +20,8 @@
  * At the end: merging must have been seen, every page must verify, and run=2 must leave no KSM
  * page behind. A table goes to stdout, then TAP; the exit status is 0 only if all tests passed.
  * -F (self-test) alters one expected record mid-run: the run must then fail.
+ * Under rksm's merge_scope memcg or mm, no KSM frame may be mapped by workers of two merge
+ * domains (see "merge domains" below); -g moves half of the workers to a second memory cgroup.
  */
 #define _GNU_SOURCE
 #include <assert.h>
@@ -76,7 +79,8 @@ enum { OP_VERIFY, OP_WORD, OP_REWRITE, OP_FORK, OP_REFILL, OP_MREMAP, OP_MPROTEC
 	C_FORKS, C_CHILD_SIG, C_CHILD_BAD, C_PRCTL, C_MOVED, C_QUERIES, C_ON_NODE,
 	C_ENOENT, C_EBUSY, C_EACCES, C_EFAULT, C_ENOMEM, C_RUN2_MIGRATE,
 	C_CHURN_OK, C_CHURN_FAIL, C_CHURN_UNKNOWN, C_BYSTANDER_KSM,
-	C_SYS_BAD, C_SYSFS_BAD, C_BAD_WRITES, C_BAD_OK, C_NR };
+	C_SYS_BAD, C_SYSFS_BAD, C_BAD_WRITES, C_BAD_OK, C_FRAME_CHECKS, C_ACROSS_WORKERS,
+	C_ACROSS_DOMAINS, C_NR };
 static const char *const name[] = { "verify range", "COW word write", "page rewrite",
 	"fork+child verify", "munmap+mmap refill", "mremap move", "mprotect RO/RW",
 	"unmergeable/mergeable", "MADV_DONTNEED", "MADV_PAGEOUT", "move_pages", "free+fork reuse",
@@ -87,7 +91,8 @@ static const char *const name[] = { "verify range", "COW word write", "page rewr
 	"move_pages: ENOMEM", "move_pages during run=2", "churn rounds merged",
 	"churn rounds NOT merged", "churn rounds inconclusive", "bystander seen by KSM",
 	"syscall errno surprises", "sysfs errno surprises", "invalid knob writes",
-	"... refused as expected" };
+	"... refused as expected", "frame checks", "frames in 2 workers at end",
+	"FRAMES ACROSS DOMAINS" };
 static_assert(ARRAY_SIZE(name) == C_NR, "a name for every counter");
 /* How often each operation is picked, and how many pages it works on at most. */
 static const int op_weight[OP_FULL] = { 20, 25, 15, 2, 4, 4, 4, 3, 4, 3, 6, 2 };
@@ -96,6 +101,9 @@ static const int op_pages[OP_FULL + 1] = { 128, 1, 16, 1, 64, 64, 64, 256, 64, 2
 struct wslot {			/* one per worker process, written by it and by its children */
 	pid_t pid, child;
 	int kind, op, done, reaped, early, status, have_first;
+	int cg, area_gen;	/* cg: in the second cgroup (-g); area_gen: odd while areas change */
+	uintptr_t base[NAREA];	/* the areas as the worker last published them */
+	long npg[NAREA];
 	int64_t beat, ops, verified, mism;
 	long thp_kb[2];		/* bystander: AnonHugePages at the start and at the end */
 	char first[400];	/* the first mismatch seen: enough to debug it without a rerun */
@@ -211,6 +219,21 @@ static void fill(int a, long j)
 
 	for (i = 0; i < WORDS; i++)
 		w[i] = word_of(rc(a, j), i);
+}
+
+/* Publish where the areas are, for the controller's frame checks (a child has no areas of its own). */
+static void publish(void)
+{
+	int a;
+
+	if (in_child)
+		return;
+	__atomic_fetch_add(&ws->area_gen, 1, __ATOMIC_SEQ_CST);
+	for (a = 0; a < NAREA; a++) {
+		ws->base[a] = (uintptr_t)ar[a].base;
+		ws->npg[a] = ar[a].n;
+	}
+	__atomic_fetch_add(&ws->area_gen, 1, __ATOMIC_SEQ_CST);
 }
 
 static void beat(void)
@@ -470,9 +493,10 @@ static void op_mremap(int a, long *j, long *n)
 	ar[a].base += tmp - src;	/* check the pages where they are now */
 	verify_range(a, *j, *n, 1);
 	ar[a].base -= tmp - src;
-	if (*n == ar[a].n)
+	if (*n == ar[a].n) {
 		ar[a].base = tmp;
-	else if (mremap(tmp, *n * PAGE, *n * PAGE, MREMAP_MAYMOVE | MREMAP_FIXED, src) ==
+		publish();
+	} else if (mremap(tmp, *n * PAGE, *n * PAGE, MREMAP_MAYMOVE | MREMAP_FIXED, src) ==
 		 MAP_FAILED)
 		die("mremap back");
 }
@@ -656,6 +680,7 @@ static void churn_loop(void)
 			}
 			off = off + 2 * (n + 1) * PAGE < span ? off + (n + 1) * PAGE : 0;
 			ar[0].base = map_area(va + off, n, 0, 1);
+			publish();
 			for (k = 0; k < n; k++) {
 				*rc(0, k) = (struct rec){ getpid() * 1000003ULL + round, 0, NOPATCH,
 							  UNIQUE };
@@ -688,6 +713,145 @@ static void churn_loop(void)
 		munmap(ar[0].base, n * PAGE);
 	}
 	ar[0].n = 0;		/* nothing left to verify */
+	publish();
+}
+
+/* ------------------------------------------------------------------ merge domains (rksm) */
+
+/*
+ * rksm's merge_scope promises that no frame is ever mapped by two merge domains through a KSM
+ * merge: under memcg, by address spaces of two memory cgroups (-g puts every other pair of
+ * workers in a second cgroup); under mm, by two processes. Workers are forked before they map
+ * anything, so a KSM frame two of them map was merged by KSM; the zero page (use_zero_pages) is
+ * not a KSM page and is mapped by everyone. The controller reads the workers' frames from
+ * /proc/PID/pagemap every 15 s and once more when all is merged at the end: a KSM frame of two
+ * domains that both still map when read again (a frame freed and reused in between is not) is
+ * a failure. The bystander is a domain of its own in every scope. -S SCOPE checks as if
+ * merge_scope were SCOPE: -S mm must fail under global, where workers share frames.
+ */
+enum { SC_GLOBAL, SC_MEMCG, SC_MM, SC_NR };
+static const char *const scope_name[SC_NR] = { "global", "memcg", "mm" };
+static int scope = -1, scope_forced;	/* -S, or what merge_scope reads (global if none) */
+static const char *cg2;		/* -g: the second memory cgroup's directory */
+
+#define KPF_KSM_ 21
+#define PM_PFN(e) ((e) >> 63 ? (e) & ((1ULL << 55) - 1) : 0)	/* 0: not present */
+
+struct frame {
+	uint64_t pfn;
+	uintptr_t va;
+	int slot;
+};
+
+static void join_cgroup(void)
+{
+	char path[256], pid[16];
+	int fd, n = snprintf(pid, sizeof(pid), "%d", getpid());
+
+	snprintf(path, sizeof(path), "%s/cgroup.procs", cg2);
+	fd = open(path, O_WRONLY);
+	if (fd < 0 || write(fd, pid, n) != n)
+		die(path);
+	close(fd);
+}
+
+static int domain_of(int slot)
+{
+	if (sh->w[slot].kind == K_BYSTANDER || scope == SC_MM)
+		return slot;
+	return scope == SC_MEMCG ? MAXW + sh->w[slot].cg : MAXW;
+}
+
+static uint64_t u64_at(int fd, uint64_t index)
+{
+	uint64_t e = 0;
+
+	return pread(fd, &e, 8, index * 8) == 8 ? e : 0;
+}
+
+static int by_pfn(const void *x, const void *y)
+{
+	const struct frame *a = x, *b = y;
+
+	return a->pfn < b->pfn ? -1 : a->pfn > b->pfn;
+}
+
+/* Append the present frames of one worker's areas; 0 if they moved while read (then skip it). */
+static int worker_frames(int slot, int fd, struct frame **f, long *nf, long *cap)
+{
+	struct wslot *w = &sh->w[slot];
+	int gen = __atomic_load_n(&w->area_gen, __ATOMIC_SEQ_CST), a;
+	uint64_t e[512];
+	long k, i, n, got;
+	uintptr_t base;
+
+	for (a = 0; a < NAREA && !(gen & 1); a++) {
+		base = w->base[a];
+		n = w->npg[a];
+		if (*nf + n > *cap) {
+			*cap = (*nf + n) * 2;
+			*f = realloc(*f, *cap * sizeof(**f));
+			if (!*f)
+				exit(2);
+		}
+		for (k = 0; k < n; k += got) {
+			got = n - k < 512 ? n - k : 512;
+			if (pread(fd, e, got * 8, (base / PAGE + k) * 8) != got * 8)
+				return 0;
+			for (i = 0; i < got; i++)
+				if (PM_PFN(e[i]))
+					(*f)[(*nf)++] = (struct frame){ PM_PFN(e[i]),
+									base + (k + i) * PAGE, slot };
+		}
+	}
+	return gen == __atomic_load_n(&w->area_gen, __ATOMIC_SEQ_CST) && !(gen & 1);
+}
+
+/* One check of every worker's frames (final: when all is merged, before run=2). */
+static void frame_check(int final)
+{
+	static struct frame *f;
+	static long cap;
+	int fd[MAXW], flags = open("/proc/kpageflags", O_RDONLY), s;
+	long nf = 0, nf0, i, j, k, across = 0;
+	char path[64];
+	uint64_t pfn;
+
+	if (flags < 0)
+		surprise(C_SYS_BAD, "/proc/kpageflags: %s", strerror(errno));
+	for (s = 0; s < nslots; s++) {
+		snprintf(path, sizeof(path), "/proc/%d/pagemap", sh->w[s].pid);
+		fd[s] = sh->w[s].reaped ? -1 : open(path, O_RDONLY);
+		nf0 = nf;
+		if (fd[s] >= 0 && !worker_frames(s, fd[s], &f, &nf, &cap))
+			nf = nf0;	/* its areas moved while read: not this time */
+	}
+	qsort(f, nf, sizeof(*f), by_pfn);
+	for (i = 0; i < nf; i = j) {
+		for (j = i + 1; j < nf && f[j].pfn == f[i].pfn; j++)
+			;
+		for (k = i + 1; k < j && f[k].slot == f[i].slot; k++)
+			;
+		pfn = f[i].pfn;
+		if (k == j || !(u64_at(flags, pfn) >> KPF_KSM_ & 1))
+			continue;	/* one worker's, or not a KSM page */
+		across++;
+		for (k = i + 1; k < j && domain_of(f[k].slot) == domain_of(f[i].slot); k++)
+			;
+		if (k < j && PM_PFN(u64_at(fd[f[i].slot], f[i].va / PAGE)) == pfn &&
+		    PM_PFN(u64_at(fd[f[k].slot], f[k].va / PAGE)) == pfn)
+			surprise(C_ACROSS_DOMAINS, "%s: KSM frame %#llx: worker %d %#lx, %d %#lx",
+				 scope_name[scope], (unsigned long long)pfn, f[i].slot,
+				 (unsigned long)f[i].va, f[k].slot, (unsigned long)f[k].va);
+	}
+	for (s = 0; s < nslots; s++)
+		if (fd[s] >= 0)
+			close(fd[s]);
+	if (flags >= 0)
+		close(flags);
+	ADD(sh->cnt[C_FRAME_CHECKS], 1);
+	if (final)
+		sh->cnt[C_ACROSS_WORKERS] = across;
 }
 
 static void wait_phase(int phase, int verify_every_ms)
@@ -710,6 +874,8 @@ static void worker(int slot)
 
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
 	rs = mix(seed0 + slot) | 1;
+	if (ws->cg)		/* before anything is mapped: its pages are charged there */
+		join_cgroup();
 	if (kind == K_PRCTL && prctl(PR_SET_MEMORY_MERGE_, 1, 0, 0, 0))
 		surprise(C_SYS_BAD, "PR_SET_MEMORY_MERGE: %s", strerror(errno));
 	tot = per * NAREA;
@@ -725,6 +891,7 @@ static void worker(int slot)
 		ar[a].base = map_area(NULL, per, ar[a].thp, kind != K_BYSTANDER);
 		rewrite(a, 0, per);
 	}
+	publish();
 	beat();
 	if (kind == K_BYSTANDER)
 		bystander_loop();
@@ -1074,6 +1241,7 @@ static void progress(const char *what)
 static void run_for(int64_t ms, int flip, int until_merged)
 {
 	int64_t end = now_ms() + ms, next_knob = 0, next_line = now_ms() + 10000;
+	int64_t next_frames = now_ms() + 15000;
 	int n, i, seen = 0;
 
 	for (n = 0; now_ms() < end && !sh->hang; n++, usleep(100000)) {
@@ -1099,6 +1267,10 @@ static void run_for(int64_t ms, int flip, int until_merged)
 		if (now_ms() >= next_line) {
 			progress(flip ? "running" : "merging");
 			next_line += 10000;
+		}
+		if (now_ms() >= next_frames) {
+			frame_check(0);
+			next_frames = now_ms() + 15000;
 		}
 	}
 }
@@ -1148,12 +1320,14 @@ static int report(void)
 	printf("  after run=2 (shared sharing zero merging): workers alive %ld %ld %ld %ld",
 	       left[0][0], left[0][1], left[0][2], left[0][3]);
 	printf(", workers gone %ld %ld %ld\n", left[1][0], left[1][1], left[1][2]);
+	printf("  merge scope %s%s, second cgroup %s\n", scope_name[scope],
+	       scope_forced ? " (-S)" : "", cg2 ? cg2 : "none");
 	for (i = 0; i < sh->nmsg && i < NMSG; i++)
 		printf("  note: %s\n", sh->msg[i]);
 	for (w = sh->w; w < sh->w + nslots; w++)
 		if (w->have_first)
 			printf("first mismatch: %s\n", w->first);
-	printf("1..9\n");
+	printf("1..10\n");
 	TAP(t[2] == 0, "no mismatches (%lld)", (long long)t[2]);
 	/* Short runs on KASAN kernels may take their first minutes to merge. */
 	TAP(peak[1] > 0 && (duration < 600 || merged_minutes * 2 >= minutes),
@@ -1173,6 +1347,10 @@ static int report(void)
 	    "re-registered areas merge (%lld rounds, %lld inconclusive)", (long long)c[C_CHURN_OK],
 	    (long long)c[C_CHURN_UNKNOWN]);
 	TAP(c[C_BYSTANDER_KSM] == 0, "bystander never seen by KSM");
+	TAP(c[C_ACROSS_DOMAINS] == 0 && c[C_FRAME_CHECKS] > 0,
+	    "no KSM frame in two merge domains (%s: %lld checks, %lld across, %lld in two workers)",
+	    scope_name[scope], (long long)c[C_FRAME_CHECKS], (long long)c[C_ACROSS_DOMAINS],
+	    (long long)c[C_ACROSS_WORKERS]);
 	printf("torture: %d passed, %d failed\n", n - failed, failed);
 	fflush(stdout);
 	return failed ? 1 : 0;
@@ -1185,7 +1363,7 @@ int main(int argc, char **argv)
 	int c, i;
 
 	seed0 = time(NULL);
-	while ((c = getopt(argc, argv, "d:w:m:t:s:qF")) != -1) {
+	while ((c = getopt(argc, argv, "d:w:m:t:s:qFg:S:")) != -1) {
 		if (c == 'd')
 			duration = atol(optarg);
 		else if (c == 'w')
@@ -1196,6 +1374,12 @@ int main(int argc, char **argv)
 			seed0 = strtoull(optarg, NULL, 0);
 		else if (c == 'q' || c == 'F')
 			*(c == 'q' ? &quiet : &fault_inject) = 1;
+		else if (c == 'g')
+			cg2 = optarg;
+		else if (c == 'S')
+			for (scope = 0, scope_forced = 1; scope < SC_NR &&
+			     strcmp(optarg, scope_name[scope]); scope++)
+				;
 		else if (c == 't')
 			for (nthreads = 0, s = strtok(optarg, ","); s && nthreads < 16;
 			     s = strtok(NULL, ","))
@@ -1203,8 +1387,9 @@ int main(int argc, char **argv)
 		else
 			nw = -1;
 	}
-	if (nw < 1 || nw > MAXW - 2 || mib < 1 || duration < 1 || !nthreads) {
-		fputs("usage: torture [-d SEC] [-w N] [-m MIB] [-t 1,2] [-s SEED] [-q]\n", stderr);
+	if (nw < 1 || nw > MAXW - 2 || mib < 1 || duration < 1 || !nthreads || scope == SC_NR) {
+		fputs("usage: torture [-d SEC] [-w N] [-m MIB] [-t 1,2] [-s SEED] [-q] [-F] [-g DIR] [-S SCOPE]\n",
+		      stderr);
 		return 2;
 	}
 	if (access(KSM "run", W_OK)) {
@@ -1223,6 +1408,13 @@ int main(int argc, char **argv)
 		nodes[1] = s ? atoi(s + 1) : nodes[0];
 	}
 	nnodes = nodes[1] != nodes[0] ? 2 : 1;
+	/* merge_scope reads "[global] memcg mm": the one in brackets is in use */
+	for (i = 0; scope < 0 && i < SC_NR; i++) {
+		snprintf(buf, sizeof(buf), "[%s]", scope_name[i]);
+		if (read_file(KSM "merge_scope", buf + 64, 64) > 0 && strstr(buf + 64, buf))
+			scope = i;
+	}
+	scope = scope < 0 ? SC_GLOBAL : scope;
 
 	/* Save the knobs; start from an unmerged state with fast scanning. */
 	for (i = 0; i < NKNOB; i++) {
@@ -1241,6 +1433,7 @@ int main(int argc, char **argv)
 	nslots = nw + 2;
 	for (i = 0; i < nslots; i++) {
 		sh->w[i].kind = i < nw ? i % 2 : i == nw ? K_BYSTANDER : K_CHURN;
+		sh->w[i].cg = cg2 && i / 2 % 2;	/* both kinds in each cgroup */
 		sh->w[i].beat = t_start;
 		c = fork();
 		if (c < 0)
@@ -1280,6 +1473,7 @@ int main(int argc, char **argv)
 		reap(0);
 		usleep(20000);
 	}
+	frame_check(1);
 	stop_threads = 1;
 	if (!sh->hang) {
 		ADD(sh->run_gen, 1);
