@@ -48,9 +48,9 @@
 //! bound, and the tree keeps no floor (its smallest and largest pages need not share a prefix with
 //! the nodes of one checksum), so with one bound a comparison starts at byte 0.
 //!
-//! With merge domains (`merge_scope`, see [`crate::domain`]) the domain comes before the
-//! checksum: the pair is a page's [`Tag`]. A descent passes every page of another domain by its
-//! tag, as it passes pages of another checksum, and so never reads one. (The other orders are
+//! With merge domains (`merge_scope`, see [`crate::domain`]) the domain follows the checksum:
+//! the pair is a page's [`Tag`]. A descent passes every page of another domain by its tag, as it
+//! passes pages of another checksum, and so never reads one. (The other orders are
 //! C's, kept for KUnit's comparisons; they have one domain.)
 
 use crate::domain::{Domain, Tag};
@@ -71,7 +71,7 @@ pub(crate) enum Order {
 }
 
 /// A page to look up: its contents, its checksum and its merge domain (used with
-/// [`Order::Checksum`], which orders by the domain first: see [`crate::domain`]).
+/// [`Order::Checksum`], which orders by checksum, then domain: see [`crate::domain`]).
 pub(crate) struct Key<'a> {
     /// The page's bytes.
     pub(crate) bytes: &'a PageBytes<'a>,

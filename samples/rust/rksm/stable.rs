@@ -180,7 +180,7 @@ impl<B: Backend> StableNode<B> {
         self.domain == domain && (!scoped || self.len() > 0)
     }
 
-    /// What orders the node before its page's contents: its domain, then its checksum.
+    /// What orders the node before its page's contents: its checksum, then its domain.
     #[inline]
     pub(crate) fn tag(&self) -> Tag {
         Tag::new(self.domain, self.checksum())
