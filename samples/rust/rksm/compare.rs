@@ -169,10 +169,17 @@ impl Descent {
     /// compared. Always `None` with the other orders.
     #[inline]
     pub(crate) fn by_tag(&mut self, key: Tag, node: Tag) -> Option<Step> {
+        self.by_order(key.cmp(&node))
+    }
+
+    /// [`Descent::by_tag`] for a comparison of the two tags already made: `key` against the
+    /// node's.
+    #[inline]
+    pub(crate) fn by_order(&mut self, key: core::cmp::Ordering) -> Option<Step> {
         if self.order != Order::Checksum {
             return None;
         }
-        let step = match key.cmp(&node) {
+        let step = match key {
             core::cmp::Ordering::Less => Step::Left,
             core::cmp::Ordering::Greater => Step::Right,
             core::cmp::Ordering::Equal => return None,

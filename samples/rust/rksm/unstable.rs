@@ -16,7 +16,7 @@
 
 use crate::backend::{Backend, Contents};
 use crate::compare::{verify_prefix, Descent, Order, Stats};
-use crate::domain::{Domain, Scope, Tag};
+use crate::domain::{Domain, Scope};
 use crate::item::RmapItem;
 use crate::stable::{Counters, NodeRef};
 use core::cell::Cell;
@@ -86,8 +86,8 @@ pub(crate) struct Probe {
     /// changed), the caller looks up again without it.
     pub(crate) trust: bool,
     /// What an item's merge domain is: with [`Order::Checksum`] and a scope that splits pages
-    /// into domains, the tree orders items by their domain (as the backend says it is now)
-    /// before their checksum, and a lookup never reads a page of another domain.
+    /// into domains, the tree orders items of one checksum by their domain (as the backend says
+    /// it is now), and a lookup never reads a page of another domain.
     pub(crate) scope: Scope,
     /// The key's merge domain under `scope`.
     pub(crate) domain: Domain,
@@ -165,15 +165,17 @@ impl<B: Backend> UnstableTree<B> {
         let key_bytes = key.bytes();
         let key_sum = item.checksum();
         let scoped = scope.is_scoped();
-        let key_tag = Tag::new(domain, key_sum);
-        // An item's tag: its domain now (0 without domains) and its recorded checksum.
-        let tag_of = |node: &RmapItem<B>| {
-            let d = if scoped {
-                backend.domain(node.mapping(), scope)
-            } else {
-                0
-            };
-            Tag::new(d, node.checksum())
+        // The key's tag against an item's, in the order of `Tag`: the item's recorded checksum,
+        // then its domain now (0 without domains). The item's domain is looked up only when the
+        // checksums are equal: at the one node of a descent, or the few, they do not decide.
+        let cmp_tag = |node: &RmapItem<B>| {
+            key_sum.cmp(&node.checksum()).then_with(|| {
+                if scoped {
+                    domain.cmp(&backend.domain(node.mapping(), scope))
+                } else {
+                    core::cmp::Ordering::Equal
+                }
+            })
         };
         let mut descent = Descent::new(self.floor, order);
         let mut hit: Option<B::Page<'a>> = None;
@@ -184,7 +186,7 @@ impl<B: Backend> UnstableTree<B> {
             if order != Order::Checksum {
                 return None;
             }
-            let step = match key_tag.cmp(&tag_of(node)) {
+            let step = match cmp_tag(node) {
                 core::cmp::Ordering::Less => Step::Left,
                 core::cmp::Ordering::Greater => Step::Right,
                 core::cmp::Ordering::Equal => return None,
@@ -194,7 +196,7 @@ impl<B: Backend> UnstableTree<B> {
         };
         let walk = self.tree.walk_mut_with(pass, |node| {
             // Another checksum: decided without reading a page.
-            if let Some(step) = descent.by_tag(key_tag, tag_of(node)) {
+            if let Some(step) = descent.by_order(cmp_tag(node)) {
                 return step;
             }
             if trust {
