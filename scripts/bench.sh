@@ -77,7 +77,8 @@ if [ $native = 1 ]; then
 			KSM=$k UM_RUN=$B/um/bench-$k-$rep QUIET=1 TIMEOUT=${BENCH_TIMEOUT:-7200} \
 				CMD="python3 $PROJECT/tests/vm/ksmbench.py --impl $k \
 --out $B/bench/raw-um-$k-$rep.jsonl --mib ${MIB:-256} --procs ${PROCS:-2} \
---modes ${MODES:-best,worst,prefix} --threads 1 --reps 1 --first-rep $((rep - 1)) --parts ksmpages" \
+--modes ${MODES:-best,worst,prefix} --threads 1 --reps 1 --first-rep $((rep - 1)) --parts ksmpages \
+--sample-ms 2" \
 				"$PROJECT/scripts/um.sh" || die "the native benchmark failed on the $k kernel (build/um/bench-$k-$rep/)"
 			cat "$B/um/bench-$k-$rep/output.log"
 		done
@@ -91,18 +92,22 @@ if [ $native = 1 ]; then
 	done
 fi
 rc=0
+native_raw=()
+if [ $native = 1 ]; then
+	for k in c rust; do
+		cat "$B"/bench/raw-um-$k-*.jsonl > "$B/bench/raw-um-$k.jsonl"
+		native_raw+=("$B/bench/raw-um-$k.jsonl")
+	done
+fi
 if ls "$B"/bench/raw-c-*.jsonl > /dev/null 2>&1; then
 	for k in c rust; do
 		cat "$B"/bench/raw-$k-*.jsonl > "$B/bench/raw-$k.jsonl"
 	done
 	# Debian's python has matplotlib (a pyenv python on PATH may not).
 	/usr/bin/python3 "$PROJECT/tests/bench_report.py" --accel "$(cat "$B/vm/accel" 2>/dev/null || echo tcg)" --config "$FLAVOR" \
-		"$B/bench/raw-c.jsonl" "$B/bench/raw-rust.jsonl" || rc=1
+		"$B/bench/raw-c.jsonl" "$B/bench/raw-rust.jsonl" ${native_raw[@]+--native-raw "${native_raw[@]}"} || rc=1
 fi
 if [ $native = 1 ]; then
-	for k in c rust; do
-		cat "$B"/bench/raw-um-$k-*.jsonl > "$B/bench/raw-um-$k.jsonl"
-	done
 	echo
 	echo "Native (User-Mode Linux, 1 CPU; the kernel runs as a host process):"
 	/usr/bin/python3 "$PROJECT/tests/bench_report.py" --native \

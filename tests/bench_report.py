@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """`make bench`, host side: turns the guest's JSON-lines records into build/bench/results.json,
-a table of medians with the rksm / C KSM ratio per workload, and build/bench/memfree.png (MemFree
-over time while merging, both kernels: the paper's vmstat trace as a plot).
+a table of medians with the rksm / C KSM ratio per workload, and build/bench/memfree.png (the
+memory merged over time, both kernels, under TCG and natively: the paper's vmstat trace as a
+plot).
 
-usage: bench_report.py [--accel tcg|kvm] [--config bench|test] RAW.jsonl...
+usage: bench_report.py [--accel tcg|kvm] [--config bench|test] [--native-raw RAW.jsonl...] RAW.jsonl...
        bench_report.py --native RAW.jsonl...   (the User-Mode Linux kernels: results-native.json)
        bench_report.py --lookups CONSOLE.log... (KUnit rksm_lookup's figures from native boots:
                                                 results-lookups.json)
@@ -126,7 +127,14 @@ def table(records):
     return summary
 
 
-def plot(records, path):
+PAGE_MIB = 4096 / 2**20
+
+
+def plot(columns, path):
+    """Draws, per workload and per kind of run (`columns`: a title and its records, the TCG runs
+    and the native ones), the memory merged over time: pages_sharing (pages saved) as MiB, on a
+    logarithmic time axis, so that a run of a second and one of twenty both show their course.
+    Each curve is the median run of its kernel by rate."""
     try:
         import matplotlib
         matplotlib.use("Agg")
@@ -134,31 +142,46 @@ def plot(records, path):
     except ImportError:
         print("bench_report: no matplotlib, no plot", file=sys.stderr)
         return False
-    workloads = [w for w in ("best", "worst", "prefix", "qemu2")
-                 if any(r["workload"] == w and r.get("trace") for r in records)]
+    columns = [(title, rs) for title, rs in columns if any(r.get("trace") for r in rs)]
+    workloads = [w for w in ("best", "worst", "prefix", "qemu2", "qemu3", "qemu3-memcg")
+                 if any(r["workload"] == w and r.get("trace") for _, rs in columns for r in rs)]
     if not workloads:
         return False
-    fig, axes = plt.subplots(len(workloads), 1, figsize=(9, 3.2 * len(workloads)), squeeze=False)
-    for ax, w in zip(axes[:, 0], workloads):
-        for impl, color in (("c", "tab:blue"), ("rust", "tab:red")):
-            rs = [r for r in records if r["workload"] == w and r["impl"] == impl
-                  and r.get("trace") and r["threads"] == 1]
-            if not rs:
+    fig, axes = plt.subplots(len(workloads), len(columns), squeeze=False,
+                             figsize=(6.5 * len(columns), 3.0 * len(workloads)))
+    curves = (("c", 1, "tab:blue", "-", "C KSM"), ("rust", 1, "tab:red", "-", "rksm"),
+              ("rust", 2, "tab:red", "--", "rksm, 2 threads"))
+    for col, (title, records) in enumerate(columns):
+        for row, w in enumerate(workloads):
+            ax = axes[row, col]
+            drawn = False
+            for impl, threads, color, style, name in curves:
+                rs = [r for r in records if r["workload"] == w and r["impl"] == impl
+                      and r.get("trace") and r["threads"] == threads]
+                if not rs:
+                    continue
+                rs.sort(key=lambda r: r["mib_per_s"])
+                r = rs[len(rs) // 2]
+                # From the first sample after ksmd started (the axis is logarithmic).
+                pts = [(p[0], p[3] * PAGE_MIB) for p in r["trace"] if p[0] > 0]
+                if not pts:
+                    continue
+                ax.step([t for t, _ in pts], [m for _, m in pts], where="post", color=color,
+                        linestyle=style, label="%s (%.0f MiB/s)" % (name, r["mib_per_s"]))
+                drawn = True
+            if not drawn:
+                # Not a workload of this kind of run (the QEMU guests run under TCG only).
+                ax.set_visible(False)
                 continue
-            # The median run by rate, so the curve is a typical one.
-            rs.sort(key=lambda r: r["mib_per_s"])
-            r = rs[len(rs) // 2]
-            t = [p[0] for p in r["trace"]]
-            free = [p[1] for p in r["trace"]]
-            ax.plot(t, free, color=color, label="%s (%.1f MiB/s)"
-                    % ("C KSM" if impl == "c" else "rksm", r["mib_per_s"]))
-        ax.set_title(w)
-        ax.set_xlabel("seconds since ksmd started")
-        ax.set_ylabel("MemFree (MiB)")
-        ax.grid(True, alpha=0.3)
-        ax.legend(loc="lower right")
+            ax.set_title("%s: %s" % (title, w), fontsize=10)
+            ax.set_xscale("log")
+            ax.legend(loc="upper left", fontsize=8)
+            ax.set_xlabel("seconds since ksmd started")
+            ax.set_ylabel("MiB merged")
+            ax.grid(True, which="both", alpha=0.3)
     fig.tight_layout()
-    fig.savefig(path, dpi=90)
+    fig.savefig(path, dpi=80)
+    plt.close(fig)
     return True
 
 
@@ -264,6 +287,8 @@ def main():
     ap.add_argument("--config", default="bench")
     ap.add_argument("--native", action="store_true",
                     help="the records are of the User-Mode Linux kernels (scripts/um.sh)")
+    ap.add_argument("--native-raw", nargs="*", default=[],
+                    help="the native runs' records, drawn beside these in the plot")
     ap.add_argument("raw", nargs="+")
     args = ap.parse_args()
     records = load(args.raw)
@@ -292,9 +317,11 @@ def main():
         json.dump({"vm": vm, "results": results, "summary": summary,
                    "kernel_log_problems": problems}, f, indent=1)
     png = os.path.join(OUT, "memfree%s.png" % name)
-    # The native runs last a few tenths of a second, about the watcher's sampling period: their
-    # MemFree traces have two or three points and say nothing yet.
-    drawn = not args.native and plot(records, png)
+    if args.native:
+        columns = [("native", records)]
+    else:
+        columns = [("TCG", records), ("native", load(args.native_raw))]
+    drawn = plot(columns, png)
     print()
     print("results: build/bench/results%s.json%s"
           % (name, ", plot: build/bench/memfree%s.png" % name if drawn else ""))
