@@ -468,14 +468,15 @@ impl<B: Backend> StableTree<B> {
         // that has mappings is passed by its checksum. Only a node without mappings is checked
         // for staleness: one with mappings loses them when the scanner meets them and finds its
         // page gone (`clear_stale`), and is met here again after that. (A chain has none: its
-        // dups have them.)
+        // dups have them.) A node of the key's checksum goes to the visit below, which compares
+        // the domains (the tag's second field): this loop reads no domain.
         let passed = Cell::new(0u32);
         let by_sum = set.order == Order::Checksum;
         let pass = |node: &StableNode<B>| {
             if !by_sum || (node.items.is_empty() && !node.is_chain()) {
                 return None;
             }
-            let step = match key.tag().cmp(&node.tag()) {
+            let step = match key.sum.cmp(&node.checksum()) {
                 core::cmp::Ordering::Less => Step::Left,
                 core::cmp::Ordering::Greater => Step::Right,
                 core::cmp::Ordering::Equal => return None,
