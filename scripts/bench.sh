@@ -77,8 +77,7 @@ if [ $native = 1 ]; then
 			KSM=$k UM_RUN=$B/um/bench-$k-$rep QUIET=1 TIMEOUT=${BENCH_TIMEOUT:-7200} \
 				CMD="python3 $PROJECT/tests/vm/ksmbench.py --impl $k \
 --out $B/bench/raw-um-$k-$rep.jsonl --mib ${MIB:-256} --procs ${PROCS:-2} \
---modes ${MODES:-best,worst,prefix} --threads 1 --reps 1 --first-rep $((rep - 1)) --parts ksmpages \
---sample-ms 2" \
+--modes ${MODES:-best,worst,prefix} --threads 1 --reps 1 --first-rep $((rep - 1)) --parts ksmpages" \
 				"$PROJECT/scripts/um.sh" || die "the native benchmark failed on the $k kernel (build/um/bench-$k-$rep/)"
 			cat "$B/um/bench-$k-$rep/output.log"
 		done

@@ -92,8 +92,8 @@ class Watch:
     `mode` "total": until pages_shared + pages_sharing reach `goal`; "stable": until
     pages_sharing has not grown above `goal` for three full scans since it last grew."""
 
-    # The sampling period in ms (--sample-ms): 10 in a VM; a native run lasts a few tenths of a
-    # second and is sampled more often, so that its plot shows the merging as it happens.
+    # The sampling period in ms (--sample-ms, default 10). User-Mode Linux sleeps in steps of
+    # its timer tick (10 ms), so asking it for less does not sample more often.
     period_ms = 10
 
     def __init__(self, mode, goal, timeout=900):
