@@ -92,14 +92,9 @@ class Watch:
     `mode` "total": until pages_shared + pages_sharing reach `goal`; "stable": until
     pages_sharing has not grown above `goal` for three full scans since it last grew."""
 
-    # The sampling period in ms (--sample-ms, default 10). User-Mode Linux sleeps in steps of
-    # its timer tick (10 ms), so asking it for less does not sample more often.
-    period_ms = 10
-
     def __init__(self, mode, goal, timeout=900):
         exe = os.path.join(TOP, "build", "tests", "ksmwatch")
-        r = subprocess.run([exe, mode, str(goal), str(Watch.period_ms), str(timeout)],
-                           stdout=subprocess.PIPE,
+        r = subprocess.run([exe, mode, str(goal), "10", str(timeout)], stdout=subprocess.PIPE,
                            text=True, timeout=timeout + 60)
         if r.returncode == 2:
             raise RuntimeError("ksmwatch failed (its error is above)")
@@ -386,10 +381,7 @@ def main():
     ap.add_argument("--selftest-mib", type=int, default=256)
     ap.add_argument("--qemu-mib", type=int, default=16)
     ap.add_argument("--parts", default="ksmpages,selftests,qemu")
-    ap.add_argument("--sample-ms", type=int, default=10,
-                    help="how often the KSM counters are sampled while merging")
     args = ap.parse_args()
-    Watch.period_ms = args.sample_ms
     parts = args.parts.split(",")
     threads = [int(t) for t in args.threads.split(",")]
     if not threads_knob():
