@@ -4,8 +4,8 @@
 # workloads; before the boots, the kernel crate's misuses that must not compile,
 # scripts/compile-fail.sh, and the KUnit suites through kunit.py on User-Mode Linux,
 # scripts/kunit.sh), boot the rksm kernel once more with its init left out (ksmrace noinit), then boot the debug kernels (FLAVOR=debug: KASAN, KFENCE, kmemleak, UBSAN, ...)
-# for the race regressions and a short torture (scripts/torture.sh, TORTURE_SECONDS per run,
-# default 180; TORTURE=0 leaves them out), then print one table per suite and
+# for rksm's race regressions and a short torture, C's as the control (scripts/torture.sh,
+# TORTURE_SECONDS per run, default 180; TORTURE=0 leaves them out), then print one table per suite and
 # `N passed, N failed`. Exits non-zero on any failure. FAULT=panic|warning|selftest injects a
 # failure on purpose (tests/vm/guest-tests.sh).
 set -euo pipefail
@@ -62,7 +62,9 @@ if [[ " $KERNELS " == *" rust "* ]]; then
 	names="$names rust-noinit"
 fi
 if [ "$TORTURE" = 1 ]; then
-	KERNELS=$KERNELS DURATION=${TORTURE_SECONDS:-180} THREADS="1 2" NO_REPORT=1 \
+	# rksm's torture in one run that switches between one and two scanner threads; the race
+	# regressions on rksm only (make torture runs them on C too: they pass there).
+	KERNELS=$KERNELS DURATION=${TORTURE_SECONDS:-180} THREADS="1,2" RACES=rust NO_REPORT=1 \
 		"$PROJECT/scripts/torture.sh"
 	for k in $KERNELS; do names="$names $k-debug"; done
 fi

@@ -6,14 +6,17 @@
 # splat or leak in a kernel log. Results go to build/test/$KSM-debug.
 #
 # Environment: DURATION (seconds per torture run, default 1800), THREADS (rksm's scanner thread
-# counts, default "1 2"), KERNELS (default "c rust"), NO_REPORT=1 (leave the verdict to the caller:
-# make test runs a short torture this way and reports it with its other suites).
+# counts, one torture run per word, default "1 2"; "1,2" is one run that switches between them),
+# KERNELS (default "c rust"), RACES (the kernels that also run the race regressions, default all
+# of KERNELS), NO_REPORT=1 (leave the verdict to the caller: make test runs a short torture this
+# way and reports it with its other suites).
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
 KERNELS=${KERNELS:-c rust}
 DURATION=${DURATION:-1800}
 THREADS=${THREADS:-1 2}
+RACES=${RACES:-$KERNELS}
 t0=$SECONDS
 "$PROJECT/scripts/setup.sh"
 for k in $KERNELS; do FLAVOR=debug KSM=$k "$PROJECT/scripts/kernel.sh"; done
@@ -23,6 +26,8 @@ for k in $KERNELS; do
 	th=1
 	[ "$k" = rust ] && th=$THREADS
 	n=$(echo "$th" | wc -w)
+	races=0
+	[[ " $RACES " == *" $k "* ]] && races=1
 	# Results as those of kernel "$k-debug" (build/test/$k-debug, build/vm/test-$k-debug).
 	rm -rf "$B/test/$k-debug"
 	mkdir -p "$B/test/$k-debug"
@@ -32,7 +37,7 @@ for k in $KERNELS; do
 	# ksmrace's offline scenario can offline blocks that hold KSM pages.
 	KSM=$k KERNEL=$B/bzImage-debug-$k VM_RUN=$B/vm/test-$k-debug TIMEOUT=$(((DURATION + 900) * n + 900)) \
 		APPEND="kernelcore=1536M" \
-		CMD="sh $PROJECT/tests/vm/torture-guest.sh $k-debug $DURATION $th" "$PROJECT/scripts/vm.sh"
+		CMD="RACES=$races sh $PROJECT/tests/vm/torture-guest.sh $k-debug $DURATION $th" "$PROJECT/scripts/vm.sh"
 	echo $? > "$B/test/$k-debug/vm.rc"
 	set -e
 	names+=("$k-debug")

@@ -5,7 +5,10 @@
 # count. Output and exit status of each command land in build/test/$1/<suite>/<name>.{out,rc}
 # (what tests/report.py reads). Always exits 0: a failing test is a result.
 #
-# Usage: torture-guest.sh KERNEL SECONDS THREADS...   (THREADS: 1 2 ..., rksm only; C runs 1)
+# Usage: [RACES=0] torture-guest.sh KERNEL SECONDS THREADS...
+#   THREADS: one torture run per word, rksm only (C runs 1): a count (1, 2), or counts joined by
+#   commas (1,2), between which the torture's controller switches scan_threads as it runs.
+#   RACES=0 leaves the race regressions out (make test's C control runs the torture alone).
 set -u
 kernel=$1 secs=$2
 shift 2
@@ -45,12 +48,13 @@ threads=/sys/kernel/mm/ksm/scan_threads
 # offline stops after four rounds.
 race=120
 for s in register migrate release bystander zeroes offline; do
+	[ "${RACES:-1}" = 1 ] || break
 	b=$race
 	[ "$s" = release ] && b=60
 	run races "$s" $((b * 2 + 120)) "$exe/ksmrace" "$s" "$b"
 done
 for t in "$@"; do
-	[ -e $threads ] && echo "$t" > $threads
+	[ -e $threads ] && echo "${t%%,*}" > $threads
 	# In the memory cgroup: the torture's reclaim (MADV_PAGEOUT and the limit) swaps merged
 	# pages out to zram and faults them back.
 	run torture "threads_$t" $((secs + 600)) sh -c \
