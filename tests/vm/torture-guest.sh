@@ -47,12 +47,13 @@ threads=/sys/kernel/mm/ksm/scan_threads
 # release (60 s) aims at a window that opened about once in 120 s (see the design page), and
 # offline stops after four rounds.
 race=120
-for s in register migrate release bystander zeroes offline; do
-	[ "${RACES:-1}" = 1 ] || break
-	b=$race
-	[ "$s" = release ] && b=60
-	run races "$s" $((b * 2 + 120)) "$exe/ksmrace" "$s" "$b"
-done
+if [ "${RACES:-1}" = 1 ]; then
+	for s in register migrate release bystander zeroes offline; do
+		b=$race
+		[ "$s" = release ] && b=60
+		run races "$s" $((b * 2 + 120)) "$exe/ksmrace" "$s" "$b"
+	done
+fi
 for t in "$@"; do
 	[ -e $threads ] && echo "${t%%,*}" > $threads
 	# In the memory cgroup: the torture's reclaim (MADV_PAGEOUT and the limit) swaps merged
