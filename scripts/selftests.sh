@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Build the kernel's own KSM selftests, unmodified, static, from the unpacked tree into
-# build/selftests/ (static so that they run in the guest whatever its libraries).
+# build/selftests/ (static so that they run in the guest whatever its libraries), and the mm
+# selftests that make test runs with every process merged (MM_TESTS, tests/vm/guest-tests.sh).
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
@@ -16,4 +17,21 @@ for t in ksm_tests ksm_functional_tests; do
 	gcc -O2 -static -Wall -I ../../../include/uapi -I ../../../include -I .. -I ../../../.. \
 		-o "$out/$t" "$t.c" vm_util.c thp_settings.c -lnuma -lrt -lpthread 2> "$B/logs/selftest-$t.log" ||
 		{ cat "$B/logs/selftest-$t.log" >&2; die "cannot build $t"; }
+done
+
+# mm selftests, run under PR_SET_MEMORY_MERGE. check_config.sh would write local_config.h; an
+# empty one says what is true here: no liburing.
+MM_TESTS="mkdirty madv_populate mremap_dontunmap mlock2-tests gup_longterm map_populate droppable
+mseal_test cow"
+mkdir -p "$out/include"
+: > "$out/include/local_config.h"
+for t in $MM_TESTS; do
+	if [ -x "$out/$t" ] && [ "$out/$t" -nt "$t.c" ] && [ "$out/$t" -nt vm_util.c ]; then
+		continue
+	fi
+	say "build selftest $t"
+	gcc -O2 -static -D_GNU_SOURCE -I "$out/include" -include sys/uio.h -include ../kselftest.h \
+		-I ../../../include/uapi -I ../../../include -I .. -I ../../../.. \
+		-o "$out/$t" "$t.c" vm_util.c thp_settings.c -lnuma -lrt -lpthread -lm \
+		2> "$B/logs/selftest-$t.log" || { cat "$B/logs/selftest-$t.log" >&2; die "cannot build $t"; }
 done

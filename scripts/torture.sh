@@ -8,8 +8,9 @@
 # Environment: DURATION (seconds per torture run, default 1800), THREADS (rksm's scanner thread
 # counts, one torture run per word, default "1 2"; "1,2" is one run that switches between them),
 # KERNELS (default "c rust"), RACES (the kernels that also run the race regressions, default all
-# of KERNELS), NO_REPORT=1 (leave the verdict to the caller: make test runs a short torture this
-# way and reports it with its other suites).
+# of KERNELS), MM=0 (leave out the kernel's mm selftests run with every process merged,
+# tests/vm/mm-merge-any.sh), NO_REPORT=1 (leave the verdict to the caller: make test runs a short
+# torture this way and reports it with its other suites).
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
@@ -21,6 +22,7 @@ t0=$SECONDS
 "$PROJECT/scripts/setup.sh"
 for k in $KERNELS; do FLAVOR=debug KSM=$k "$PROJECT/scripts/kernel.sh"; done
 "$PROJECT/scripts/guest-progs.sh"
+"$PROJECT/scripts/selftests.sh"
 names=()
 for k in $KERNELS; do
 	th=1
@@ -35,9 +37,9 @@ for k in $KERNELS; do
 	# ZONE_MOVABLE on the top 256 MiB of each node (kernelcore=: 768 MiB of each node's 1 GiB
 	# for the kernel; node 1's movable zone then begins on a 128 MiB memory block), so that
 	# ksmrace's offline scenario can offline blocks that hold KSM pages.
-	KSM=$k KERNEL=$B/bzImage-debug-$k VM_RUN=$B/vm/test-$k-debug TIMEOUT=$(((DURATION + 900) * n + 900)) \
+	KSM=$k KERNEL=$B/bzImage-debug-$k VM_RUN=$B/vm/test-$k-debug TIMEOUT=$(((DURATION + 900) * n + 900 + ${MM:-1} * 1200)) \
 		APPEND="kernelcore=1536M" \
-		CMD="RACES=$races sh $PROJECT/tests/vm/torture-guest.sh $k-debug $DURATION $th" "$PROJECT/scripts/vm.sh"
+		CMD="RACES=$races MM=${MM:-1} sh $PROJECT/tests/vm/torture-guest.sh $k-debug $DURATION $th" "$PROJECT/scripts/vm.sh"
 	echo $? > "$B/test/$k-debug/vm.rc"
 	set -e
 	names+=("$k-debug")

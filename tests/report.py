@@ -128,7 +128,8 @@ def collect(top, kernel):
         return cases
     for suite in sorted(os.listdir(base)):
         d = os.path.join(base, suite)
-        if not os.path.isdir(d):
+        # Judged against C KSM by compare_mm(), not case by case.
+        if not os.path.isdir(d) or suite == MM_SUITE:
             continue
         for f in sorted(os.listdir(d)):
             if not f.endswith(".out"):
@@ -270,6 +271,105 @@ def compare_abi(top, kernels):
     return cases
 
 
+# The kernel's mm selftests run under PR_SET_MEMORY_MERGE (tests/vm/mm-merge-any.sh).
+MM_SUITE = "mm_merge_any"
+# A selftest that reads a page's pagemap entry twice (read(), then the PAGEMAP_SCAN ioctl) bails
+# out when the two differ; ksmd splitting a large folio between the reads (its PTEs are migration
+# entries meanwhile, which pagemap reports as swap) does that on either kernel, at any case.
+MM_RACE = "read and ioctl return unmatched results"
+
+
+def tap_by_number(text):
+    """{number: (description, status)} of a TAP document's top-level results."""
+    by_num = {}
+    for line in text.splitlines():
+        m = TAP_LINE.match(line)
+        if m and not m.group(1) and m.group(3):
+            skip = re.search(r"#\s*SKIP\b", m.group(4), re.I)
+            by_num[int(m.group(3))] = (m.group(4), "skip" if skip else
+                                       "pass" if m.group(2) == "ok" else "fail")
+    return by_num
+
+
+def compare_mm(top, kernels):
+    """One case per mm selftest run under PR_SET_MEMORY_MERGE: every case it ran on both kernels
+    has C KSM's verdict on rksm, it reported the same cases, and it exited alike.
+
+    Against the C kernel of the same run when both ran, else against tests/vm/mm_merge_any.expected
+    (C KSM's results, taken from the C kernel of this tree: "selftest number status description"
+    per case, "selftest rc N" per selftest). A bail-out of the known race (MM_RACE) on either side
+    ends the comparison at the case where it happened.
+    """
+    def results(k):
+        d = os.path.join(top, "build", "test", k, MM_SUITE)
+        if not os.path.isdir(d):
+            return None
+        got = {}
+        for f in sorted(os.listdir(d)):
+            if f.endswith(".out"):
+                name = f[:-4]
+                text = open(os.path.join(d, f), errors="replace").read()
+                rcf = os.path.join(d, name + ".rc")
+                rc = int(open(rcf).read().strip() or 1) if os.path.exists(rcf) else None
+                got[name] = (tap_by_number(text), rc, MM_RACE in text)
+        return got
+
+    def expected():
+        exp = {}
+        for line in open(os.path.join(top, "tests", "vm", "mm_merge_any.expected")):
+            w = line.rstrip("\n").split(" ", 3)
+            t = exp.setdefault(w[0], ({}, None, False))
+            if w[1] == "rc":
+                exp[w[0]] = (t[0], int(w[2]), False)
+            else:
+                t[0][int(w[1])] = (w[3] if len(w) > 3 else "", w[2])
+        return exp
+
+    cases = []
+    for k in kernels:
+        if not k.startswith("rust") or not os.path.exists(os.path.join(top, "build", "test", k, "vm.rc")):
+            continue
+        got = results(k)
+        # make test's rksm kernel always runs the suite; the others (the debug kernel under make
+        # torture, not under make test; the one without init) only when asked.
+        if got is None and k != "rust":
+            continue
+        got = got or {}
+        # C KSM of the same flavour and run (c for rust, c-debug for rust-debug), if it ran.
+        ck = "c" + k[len("rust"):]
+        ref = results(ck) if ck in kernels else None
+        ref_name = "C KSM, same run"
+        if ref is None:
+            ref_name, ref = "tests/vm/mm_merge_any.expected", expected()
+        for name in sorted(set(ref) | set(got)):
+            if name not in got or name not in ref:
+                cases.append(Case(k, MM_SUITE, name, "fail", "ran on only one of %s and here" % ref_name))
+                continue
+            (want, want_rc, want_race), (have, have_rc, have_race) = ref[name], got[name]
+            log = os.path.join(top, "build", "test", k, MM_SUITE, name + ".out")
+            raced = want_race or have_race
+            both = sorted(set(want) & set(have))
+            # A case skipped on either side did not run there (its MADV_PAGEOUT found the page
+            # busy, say: that depends on when ksmd got to it); a case both ran must agree.
+            bad = [n for n in both if "skip" not in (want[n][1], have[n][1])
+                   and want[n][1] != have[n][1]]
+            if bad:
+                n = bad[0]
+                why = "case %d: %s %r, here %r" % (n, ref_name, want[n], have[n])
+            elif not raced and set(want) != set(have):
+                why = "%d cases reported, %s reported %d" % (len(have), ref_name, len(want))
+            elif not raced and want_rc != have_rc:
+                why = "exit status %s, %s %s" % (have_rc, ref_name, want_rc)
+            else:
+                why = None
+            ran = [n for n in both if "skip" not in (want[n][1], have[n][1])]
+            name = "%s: %d cases ran on both, as %s%s" % (
+                name, len(ran), ref_name, ", up to a race bail-out" if raced else "")
+            cases.append(Case(k, MM_SUITE, name, "fail" if why else "pass", why or "",
+                              log=log if why else None))
+    return cases
+
+
 def tail(text, n=3):
     lines = [x for x in text.strip().splitlines() if x.strip()]
     return " | ".join(lines[-n:])[:300]
@@ -300,6 +400,15 @@ def print_failed_logs(cases, top, files=4, lines=15):
 def main():
     top = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
     cases = []
+    if sys.argv[1:2] == ["--mm-expected"]:
+        # tests/vm/mm_merge_any.expected, from the C kernel's results in build/test/c.
+        d = os.path.join(top, "build", "test", "c", MM_SUITE)
+        for f in sorted(x for x in os.listdir(d) if x.endswith(".out")):
+            name = f[:-4]
+            for n, (desc, status) in sorted(tap_by_number(open(os.path.join(d, f)).read()).items()):
+                print("%s %d %s %s" % (name, n, status, desc))
+            print("%s rc %s" % (name, open(os.path.join(d, name + ".rc")).read().strip()))
+        return 0
     if sys.argv[1:2] == ["--kunit"]:
         cases = parse_ktap(open(sys.argv[2], errors="replace").read(), "rust")
     else:
@@ -307,6 +416,7 @@ def main():
         for k in kernels:
             cases += collect_um(top) if k == "um" else collect(top, k)
         cases += compare_abi(top, [k for k in kernels if k != "um"])
+        cases += compare_mm(top, [k for k in kernels if k != "um"])
     for c in cases:
         if c.status == "skip":
             key = (c.suite, c.name)

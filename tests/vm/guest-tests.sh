@@ -127,6 +127,10 @@ if [ -e $threads ]; then
 	fi
 fi
 
+# The kernel's mm selftests with every process merged (tests/vm/mm-merge-any.sh).
+. "$top/tests/vm/mm-merge-any.sh"
+mm_merge_any
+
 # Merged pages through swap, migration, per-node trees, memory failure and soft offline, and the
 # trace events (tests/vm/ksmlife.py). Last: it poisons pages for good and leaves zram swap on.
 run lifecycle all 900 python3 "$top/tests/vm/ksmlife.py"

@@ -5,10 +5,11 @@
 # count. Output and exit status of each command land in build/test/$1/<suite>/<name>.{out,rc}
 # (what tests/report.py reads). Always exits 0: a failing test is a result.
 #
-# Usage: [RACES=0] torture-guest.sh KERNEL SECONDS THREADS...
+# Usage: [RACES=0] [MM=0] torture-guest.sh KERNEL SECONDS THREADS...
 #   THREADS: one torture run per word, rksm only (C runs 1): a count (1, 2), or counts joined by
 #   commas (1,2), between which the torture's controller switches scan_threads as it runs.
-#   RACES=0 leaves the race regressions out (make test's C control runs the torture alone).
+#   RACES=0 leaves the race regressions out (make test's C control runs the torture alone), MM=0
+#   the mm selftests run with every process merged (make test runs them on the test kernels).
 set -u
 kernel=$1 secs=$2
 shift 2
@@ -98,5 +99,12 @@ if [ -e $scope ]; then
 	done
 	echo 2 > /sys/kernel/mm/ksm/run
 	echo global > $scope
+fi
+# The kernel's mm selftests with every process merged (tests/vm/mm-merge-any.sh), judged against
+# C KSM's on its debug kernel by tests/report.py. make test runs them on the test kernels instead.
+if [ "${MM:-1}" = 1 ]; then
+	st=$top/build/selftests
+	. "$top/tests/vm/mm-merge-any.sh"
+	mm_merge_any
 fi
 echo "[$kernel] torture done"

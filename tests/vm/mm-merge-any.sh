@@ -1,0 +1,45 @@
+#!/bin/sh
+# Sourced by tests/vm/guest-tests.sh (make test) and tests/vm/torture-guest.sh (make torture),
+# whose run(), $out, $st and $top it uses.
+#
+# The kernel's mm selftests with every process merged: run under PR_SET_MEMORY_MERGE
+# (tests/vm/mergeany.c, inherited by their children), ksmd at full speed, zram swap on (cow swaps
+# merged pages out). This guest fails some of their cases whatever KSM does (no hugetlb pages,
+# no gup_test, no liburing), so their verdicts are not judged here: tests/report.py requires
+# rksm's to equal C KSM's, case by case. mm_merged checks that KSM did merge pages meanwhile.
+# Left out: pagemap_ioctl and uffd-unit-tests, whose verdicts depend on when ksmd write-protects
+# a page (they differ from run to run on C KSM too), soft-dirty (it crashes on both kernels
+# here), mremap_test (it maps at fixed addresses that may be taken).
+mm_merge_any() {
+	ksm=/sys/kernel/mm/ksm
+	saved="$(cat $ksm/run) $(cat $ksm/sleep_millisecs) $(cat $ksm/pages_to_scan)"
+	if [ -e /sys/block/zram0 ] && ! grep -q '^/dev/zram0' /proc/swaps; then
+		echo 256M > /sys/block/zram0/disksize && mkswap /dev/zram0 > /dev/null &&
+			swapon /dev/zram0
+	fi
+	echo 1000 > $ksm/pages_to_scan
+	echo 0 > $ksm/sleep_millisecs
+	echo 1 > $ksm/run
+	# The most pages KSM shares at once while the selftests run, sampled.
+	max=$out/mm_merge_any.max
+	echo 0 > "$max"
+	(while :; do
+		p=$(cat $ksm/pages_sharing)
+		[ "$p" -gt "$(cat "$max")" ] && echo "$p" > "$max"
+		sleep 0.2
+	done) &
+	sampler=$!
+	for t in mkdirty madv_populate mremap_dontunmap mlock2-tests gup_longterm map_populate \
+		droppable mseal_test cow; do
+		run mm_merge_any "$t" 600 "$top/build/tests/mergeany" "$st/$t"
+	done
+	kill $sampler
+	wait $sampler 2> /dev/null
+	run mm_merged pages_sharing 10 sh -c "m=\$(cat $max); if [ \$m -gt 0 ]; then
+		echo \"ok 1 - KSM shared pages while the mm selftests ran (at most \$m)\"; else
+		echo 'not ok 1 - KSM shared no page while the mm selftests ran'; fi"
+	set -- $saved
+	echo "$2" > $ksm/sleep_millisecs
+	echo "$3" > $ksm/pages_to_scan
+	echo "$1" > $ksm/run
+}
