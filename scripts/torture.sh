@@ -37,7 +37,7 @@ for k in $KERNELS; do
 	# ZONE_MOVABLE on the top 256 MiB of each node (kernelcore=: 768 MiB of each node's 1 GiB
 	# for the kernel; node 1's movable zone then begins on a 128 MiB memory block), so that
 	# ksmrace's offline scenario can offline blocks that hold KSM pages.
-	KSM=$k KERNEL=$B/bzImage-debug-$k VM_RUN=$B/vm/test-$k-debug TIMEOUT=$(((DURATION + 900) * n + 900 + ${MM:-1} * 1200)) \
+	KSM=$k KERNEL=$B/bzImage-debug-$k VM_RUN=$B/vm/test-$k-debug TIMEOUT=$(((DURATION + 900) * n + 900 + ${MM:-1} * 2700)) \
 		APPEND="kernelcore=1536M" \
 		CMD="RACES=$races MM=${MM:-1} sh $PROJECT/tests/vm/torture-guest.sh $k-debug $DURATION $th" "$PROJECT/scripts/vm.sh"
 	echo $? > "$B/test/$k-debug/vm.rc"
