@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Build the kernel's own KSM selftests, unmodified, static, from the unpacked tree into
 # build/selftests/ (static so that they run in the guest whatever its libraries), and the mm
-# selftests that make test runs with every process merged (MM_TESTS, tests/vm/guest-tests.sh).
+# selftests that make test runs with every process merged (MM_TESTS, tests/vm/mm-merge-any.sh).
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
@@ -21,8 +21,8 @@ done
 
 # mm selftests, run under PR_SET_MEMORY_MERGE. check_config.sh would write local_config.h; an
 # empty one says what is true here: no liburing.
-MM_TESTS="mkdirty madv_populate mremap_dontunmap mlock2-tests gup_longterm map_populate droppable
-mseal_test cow"
+# shellcheck source=../tests/vm/mm-merge-any.sh
+. "$PROJECT/tests/vm/mm-merge-any.sh"
 mkdir -p "$out/include"
 : > "$out/include/local_config.h"
 for t in $MM_TESTS; do

@@ -11,6 +11,10 @@
 # a page (they differ from run to run on C KSM too), soft-dirty (it crashes on both kernels
 # here), mremap_test (it maps at fixed addresses that may be taken).
 
+# The selftests, in the order they run (scripts/selftests.sh builds these).
+MM_TESTS="mkdirty madv_populate mremap_dontunmap mlock2-tests gup_longterm map_populate droppable
+mseal_test cow"
+
 # Prints the THP settings, one "file value" per line.
 thp_settings() {
 	for f in /sys/kernel/mm/transparent_hugepage/enabled \
@@ -42,11 +46,10 @@ mm_merge_any() {
 		sleep 0.2
 	done) &
 	sampler=$!
-	for t in mkdirty madv_populate mremap_dontunmap mlock2-tests gup_longterm map_populate \
-		droppable mseal_test cow; do
+	for t in $MM_TESTS; do
 		# A bail-out of the pagemap race (see tests/report.py, MM_RACE) is run again, twice at
 		# most, so that the comparison most often sees a whole run.
-		for try in 1 2 3; do
+		for _ in 1 2 3; do
 			run mm_merge_any "$t" 900 "$top/build/tests/mergeany" "$st/$t"
 			echo "$thp" | while read -r f v; do echo "$v" > "$f"; done
 			grep -q 'read and ioctl return unmatched results' "$out/mm_merge_any/$t.out" ||
