@@ -461,8 +461,10 @@ def main():
     top = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
     cases = []
     if sys.argv[1:2] == ["--mm-expected"]:
-        # tests/vm/mm_merge_any.expected, from the C kernel's results in build/test/c.
-        d = os.path.join(top, "build", "test", "c", MM_SUITE)
+        # tests/vm/mm_merge_any.expected, from the C kernel's results in build/test/c (or in
+        # the run directory given, as a trial boot of the suite alone leaves it).
+        d = os.path.join(sys.argv[2] if len(sys.argv) > 2 else os.path.join(top, "build", "test", "c"),
+                         MM_SUITE)
         for f in sorted(x for x in os.listdir(d) if x.endswith(".out")):
             name = f[:-4]
             text = open(os.path.join(d, f)).read()

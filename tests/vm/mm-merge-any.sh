@@ -27,6 +27,7 @@ thp_settings() {
 mm_merge_any() {
 	ksm=/sys/kernel/mm/ksm
 	saved="$(cat $ksm/run) $(cat $ksm/sleep_millisecs) $(cat $ksm/pages_to_scan)"
+	saved="$saved $(cat $ksm/use_zero_pages)"
 	if [ -e /sys/block/zram0 ] && ! grep -q '^/dev/zram0' /proc/swaps; then
 		echo 256M > /sys/block/zram0/disksize && mkswap /dev/zram0 > /dev/null &&
 			swapon /dev/zram0
@@ -35,7 +36,14 @@ mm_merge_any() {
 	echo 2 > $ksm/run
 	echo 1000 > $ksm/pages_to_scan
 	echo 0 > $ksm/sleep_millisecs
+	# C KSM's default. An earlier suite may have left it set (ksm_functional_tests sets it and
+	# does not put it back); with it, ksmd maps mlock2-tests' locked zero-filled pages to the
+	# zero page, which smaps does not count in Rss, and its "Locked" cases fail when ksmd gets
+	# there first: on C KSM as on rksm.
+	echo 0 > $ksm/use_zero_pages
 	echo 1 > $ksm/run
+	# The knobs in force, for the record.
+	grep -H . $ksm/* > "$out/mm_merge_any.knobs" 2> /dev/null
 	# cow changes the THP settings and puts them back only if it ends normally.
 	thp=$(thp_settings)
 	# pages_sharing, sampled while the selftests run.
@@ -64,5 +72,6 @@ mm_merge_any() {
 	set -- $saved
 	echo "$2" > $ksm/sleep_millisecs
 	echo "$3" > $ksm/pages_to_scan
+	echo "$4" > $ksm/use_zero_pages
 	echo "$1" > $ksm/run
 }
