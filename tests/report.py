@@ -43,16 +43,11 @@ class Case:
         self.log = log  # the output file the case was read from, shown when it fails
 
 
-def parse_tap(text):
-    """(name, status) of each top-level test of a TAP document, one per test number.
-
-    A selftest that forks with its output in a buffer can print the same result line twice (the
-    child inherits the unflushed buffer): lines are keyed by their number, and two different
-    verdicts for one number are a failure. Numbers the plan promises but no line reports are
-    failures too.
-    """
-    plan = None
-    by_num = {}
+def tap_lines(text):
+    """(plan or None, [(number or None, description, status)]) of a TAP document's top-level
+    result lines, in order; status is pass, fail or skip (a "# SKIP" directive, which stays in
+    the description)."""
+    plan, lines = None, []
     for line in text.splitlines():
         m = re.match(r"^1\.\.(\d+)", line)
         if m:
@@ -61,12 +56,27 @@ def parse_tap(text):
         m = TAP_LINE.match(line)
         if not m or m.group(1):
             continue
-        num = int(m.group(3)) if m.group(3) else len(by_num) + 1
-        desc = m.group(4)
         status = "pass" if m.group(2) == "ok" else "fail"
+        if re.search(r"#\s*SKIP\b", m.group(4), re.I):
+            status = "skip"
+        lines.append((int(m.group(3)) if m.group(3) else None, m.group(4), status))
+    return plan, lines
+
+
+def parse_tap(text):
+    """(name, status) of each top-level test of a TAP document, one per test number.
+
+    A selftest that forks with its output in a buffer can print the same result line twice (the
+    child inherits the unflushed buffer): lines are keyed by their number, and two different
+    verdicts for one number are a failure. Numbers the plan promises but no line reports are
+    failures too.
+    """
+    plan, lines = tap_lines(text)
+    by_num = {}
+    for num, desc, status in lines:
+        num = len(by_num) + 1 if num is None else num
         skip = re.search(r"#\s*SKIP\b(.*)$", desc, re.I)
         if skip:
-            status = "skip"
             desc = desc[: skip.start()].strip() + " (skipped:%s)" % skip.group(1)
         name = desc or "case %d" % num
         if num in by_num and by_num[num] != (name, status):
@@ -288,15 +298,10 @@ MM_SKIPS = ["MADV_PAGEOUT did not work", "MADV_COLLAPSE"]
 
 
 def tap_by_number(text):
-    """{number: (description, status)} of a TAP document's top-level results."""
-    by_num = {}
-    for line in text.splitlines():
-        m = TAP_LINE.match(line)
-        if m and not m.group(1) and m.group(3):
-            skip = re.search(r"#\s*SKIP\b", m.group(4), re.I)
-            by_num[int(m.group(3))] = (m.group(4), "skip" if skip else
-                                       "pass" if m.group(2) == "ok" else "fail")
-    return by_num
+    """{number: (description, status)} of a TAP document's numbered top-level results (the last
+    line of a number counts)."""
+    return {num: (desc, status) for num, desc, status in tap_lines(text)[1]
+            if num is not None}
 
 
 def mm_crashed(rc):
