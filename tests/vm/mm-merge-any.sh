@@ -8,8 +8,9 @@
 # no gup_test, no liburing), so their verdicts are not judged here: tests/report.py requires
 # rksm's to equal C KSM's, case by case. mm_merged checks that KSM did merge pages meanwhile.
 # Left out: pagemap_ioctl and uffd-unit-tests, whose verdicts depend on when ksmd write-protects
-# a page (they differ from run to run on C KSM too), soft-dirty (it crashes on both kernels
-# here), mremap_test (it maps at fixed addresses that may be taken).
+# a page (they differ from run to run on C KSM too), soft-dirty (each of its verdicts depends on
+# whether ksmd merged a page between a write and the check), mremap_test (it maps at fixed
+# addresses that may be taken).
 
 # The selftests, in the order they run (scripts/selftests.sh builds these).
 MM_TESTS="mkdirty madv_populate mremap_dontunmap mlock2-tests gup_longterm map_populate droppable
