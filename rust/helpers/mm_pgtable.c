@@ -32,6 +32,26 @@ bool rust_helper_pte_dirty(pte_t pte)
 	return pte_dirty(pte);
 }
 
+int rust_helper_pte_soft_dirty(pte_t pte)
+{
+	return pte_soft_dirty(pte);
+}
+
+pte_t rust_helper_pte_mksoft_dirty(pte_t pte)
+{
+	return pte_mksoft_dirty(pte);
+}
+
+int rust_helper_pte_uffd_wp(pte_t pte)
+{
+	return pte_uffd_wp(pte);
+}
+
+pte_t rust_helper_pte_mkuffd_wp(pte_t pte)
+{
+	return pte_mkuffd_wp(pte);
+}
+
 bool rust_helper_pte_same(pte_t a, pte_t b)
 {
 	return pte_same(a, b);

@@ -97,6 +97,10 @@ cd "$top" || exit 1
 # What 6.12's test_prctl_fork_exec means to check, done right (see tests/vm/prctl_fork_exec.c).
 run prctl prctl_fork_exec 300 "$top/build/tests/prctl_fork_exec"
 
+# A merge keeps the soft-dirty and uffd-wp bits of the entries it replaces (tests/vm/ptebits.c;
+# C KSM drops them: tests/report.py's C_DEFECTS).
+run ptebits ptebits 300 "$top/build/tests/ptebits"
+
 # The scan-time advisor counts the CPU time of every scanner thread (tests/vm/ksmrace.c).
 run races advisor 300 "$top/build/tests/ksmrace" advisor 150
 

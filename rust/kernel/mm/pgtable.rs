@@ -81,6 +81,25 @@ impl Pte {
         // SAFETY: Pure function of a value.
         unsafe { bindings::pte_dirty(self.0) }
     }
+
+    /// This entry with the write-tracking bits of `old` added: soft-dirty (written since the
+    /// last `clear_refs`, for checkpointing) and uffd-wp (writes trap to userfaultfd). An entry
+    /// that maps other contents in place of `old`'s keeps them, as the kernel's unsharing fault
+    /// does; where an architecture has neither bit, this is the entry unchanged.
+    #[inline]
+    pub fn with_tracking_of(self, old: Pte) -> Pte {
+        let mut e = self.0;
+        // SAFETY: Pure functions of values.
+        unsafe {
+            if bindings::pte_soft_dirty(old.0) != 0 {
+                e = bindings::pte_mksoft_dirty(e);
+            }
+            if bindings::pte_uffd_wp(old.0) != 0 {
+                e = bindings::pte_mkuffd_wp(e);
+            }
+        }
+        Pte(e)
+    }
 }
 
 /// An MMU-notifier invalidation of one page, from `start` to its end (drop).
@@ -299,6 +318,9 @@ pub enum Replacement<'a> {
 /// `same()` runs under a spinlock and must not sleep. While it runs, nothing can write the page
 /// through this mapping, and the reference count check has shown that nothing else can either.
 ///
+/// The new entry keeps the old one's soft-dirty and uffd-wp bits ([`Pte::with_tracking_of`]);
+/// C's drops them.
+///
 /// Fails with `EINVAL`, before anything is done, if `with` is a page that is not of a small KSM
 /// folio; with `EFAULT` if the folio is not mapped there or is pinned, or if the contents differ
 /// (the entry is then left write-protected, as C leaves it).
@@ -366,7 +388,10 @@ pub fn replace_if_same(
             }
         }
     };
-    pte.set(new);
+    // Unlike C's `replace_page()`, the new entry keeps the old one's soft-dirty and uffd-wp
+    // bits: without them a checkpoint would miss a write made before the merge, and a
+    // userfaultfd write-protection (QEMU's background snapshot) one made after it.
+    pte.set(new.with_tracking_of(entry));
     let folio = f.as_raw();
     // SAFETY: The entry no longer maps `page`, whose folio is locked: its reverse map entry and
     // the reference the mapping held go (the caller's reference keeps it allocated).

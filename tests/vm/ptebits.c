@@ -1,0 +1,193 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * ptebits: a KSM merge keeps the write-tracking bits of the page table entries it replaces.
+ *
+ * N equal anonymous pages are written after clear_refs (so each is soft-dirty), write-protected
+ * through userfaultfd (so each entry carries uffd-wp), then made mergeable. Once every page maps
+ * one frame, /proc/self/pagemap must still show each page soft-dirty (bit 55: a checkpoint that
+ * trusts it must not skip a page written since the last one) and uffd-wp protected (bit 57).
+ * Then a thread writes to every page: each write must reach the userfaultfd handler first, as
+ * QEMU's background snapshot needs (it saves a page before the guest may change it), and every
+ * page must read back as written.
+ *
+ * C KSM's replace_page() (6.12) maps the KSM page by a new entry without either bit, so every
+ * page but the one that became the KSM page loses them: tests/report.py expects that on C.
+ * Prints TAP. Needs root (it drives /sys/kernel/mm/ksm).
+ */
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <linux/userfaultfd.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#define N 64
+#define PM_SOFT_DIRTY (1ULL << 55)
+#define PM_UFFD_WP (1ULL << 57)
+#define PM_PRESENT (1ULL << 63)
+#define PFN_MASK ((1ULL << 55) - 1)
+#define KSM "/sys/kernel/mm/ksm/"
+
+static char *area;
+static long ps;
+
+static int write_str(const char *path, const char *s)
+{
+	int fd = open(path, O_WRONLY);
+	int ok;
+
+	if (fd < 0)
+		return -1;
+	ok = write(fd, s, strlen(s)) == (ssize_t)strlen(s);
+	close(fd);
+	return ok ? 0 : -1;
+}
+
+static void read_str(const char *path, char *buf, size_t n)
+{
+	int fd = open(path, O_RDONLY);
+	ssize_t r = fd >= 0 ? read(fd, buf, n - 1) : -1;
+
+	buf[r > 0 ? r : 0] = 0;
+	if (r > 0 && buf[r - 1] == '\n')
+		buf[r - 1] = 0;
+	if (fd >= 0)
+		close(fd);
+}
+
+static int bail(const char *what)
+{
+	printf("Bail out! %s failed\n", what);
+	return 1;
+}
+
+/* Writes one byte to every page, in order. */
+static void *writer(void *arg)
+{
+	int i;
+
+	(void)arg;
+	for (i = 0; i < N; i++)
+		area[i * ps] = (char)i;
+	return NULL;
+}
+
+int main(void)
+{
+	static const char *const knobs[] = { "run", "sleep_millisecs", "pages_to_scan",
+					     "use_zero_pages" };
+	struct uffdio_writeprotect wpr = { 0 };
+	struct uffdio_register reg = { 0 };
+	struct uffdio_api api = { 0 };
+	char saved[4][32], path[64];
+	uint64_t pm[N];
+	int pmfd, uffd, i, j, merged = 0, sd = 0, wp = 0, faults = 0, good = 0;
+	pthread_t th;
+	time_t end;
+
+	ps = sysconf(_SC_PAGESIZE);
+	for (i = 0; i < 4; i++) {
+		snprintf(path, sizeof(path), KSM "%s", knobs[i]);
+		read_str(path, saved[i], sizeof(saved[i]));
+	}
+	printf("TAP version 13\n1..6\n");
+	area = mmap(NULL, N * ps, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	pmfd = open("/proc/self/pagemap", O_RDONLY);
+	uffd = syscall(__NR_userfaultfd, O_CLOEXEC | O_NONBLOCK);
+	if (area == MAP_FAILED || pmfd < 0 || uffd < 0)
+		return bail("mmap, pagemap or userfaultfd");
+	api.api = UFFD_API;
+	api.features = UFFD_FEATURE_PAGEFAULT_FLAG_WP;
+	if (ioctl(uffd, UFFDIO_API, &api))
+		return bail("UFFDIO_API with write-protection");
+	if (write_str("/proc/self/clear_refs", "4"))
+		return bail("clear_refs");
+	for (i = 0; i < N; i++)
+		memset(area + i * ps, 0x5a, ps);
+	reg.range.start = wpr.range.start = (unsigned long)area;
+	reg.range.len = wpr.range.len = N * ps;
+	reg.mode = UFFDIO_REGISTER_MODE_WP;
+	wpr.mode = UFFDIO_WRITEPROTECT_MODE_WP;
+	if (ioctl(uffd, UFFDIO_REGISTER, &reg) || ioctl(uffd, UFFDIO_WRITEPROTECT, &wpr))
+		return bail("UFFDIO_REGISTER or UFFDIO_WRITEPROTECT");
+	if (pread(pmfd, pm, sizeof(pm), (unsigned long)area / ps * 8) != sizeof(pm))
+		return bail("reading pagemap");
+	for (i = 0; i < N; i++) {
+		sd += !!(pm[i] & PM_SOFT_DIRTY);
+		wp += !!(pm[i] & PM_UFFD_WP);
+	}
+	printf("%sok 1 before merging, %d of %d pages are soft-dirty and %d uffd-wp protected\n",
+	       sd == N && wp == N ? "" : "not ", sd, N, wp);
+
+	write_str(KSM "run", "2");
+	write_str(KSM "use_zero_pages", "0");
+	write_str(KSM "sleep_millisecs", "0");
+	write_str(KSM "pages_to_scan", "1000");
+	write_str(KSM "run", "1");
+	if (madvise(area, N * ps, MADV_MERGEABLE))
+		return bail("MADV_MERGEABLE");
+	for (end = time(NULL) + 120; !merged && time(NULL) < end; usleep(50000)) {
+		if (pread(pmfd, pm, sizeof(pm), (unsigned long)area / ps * 8) != sizeof(pm))
+			return bail("reading pagemap");
+		for (merged = 1, i = 1; i < N; i++)
+			merged &= (pm[i] & PM_PRESENT) && (pm[i] & PFN_MASK) == (pm[0] & PFN_MASK);
+	}
+	/* Nothing more merges or unmerges while the bits and the writes are checked. */
+	write_str(KSM "run", "0");
+	printf("%sok 2 all %d pages merged into one frame\n", merged ? "" : "not ", N);
+	for (sd = wp = i = 0; i < N; i++) {
+		sd += !!(pm[i] & PM_SOFT_DIRTY);
+		wp += !!(pm[i] & PM_UFFD_WP);
+	}
+	printf("%sok 3 merged, %d of %d pages are still soft-dirty\n", sd == N ? "" : "not ", sd, N);
+	printf("%sok 4 merged, %d of %d pages are still uffd-wp protected\n", wp == N ? "" : "not ",
+	       wp, N);
+
+	/* Every write must fault to this handler first: it counts and unprotects the page. */
+	if (pthread_create(&th, NULL, writer, NULL))
+		return bail("pthread_create");
+	for (end = time(NULL) + 30; time(NULL) < end;) {
+		struct pollfd pfd = { .fd = uffd, .events = POLLIN };
+		struct uffd_msg msg;
+
+		if (area[(N - 1) * ps] == (char)(N - 1))
+			break;
+		if (poll(&pfd, 1, 100) <= 0 || read(uffd, &msg, sizeof(msg)) != sizeof(msg))
+			continue;
+		if (msg.event != UFFD_EVENT_PAGEFAULT ||
+		    !(msg.arg.pagefault.flags & UFFD_PAGEFAULT_FLAG_WP))
+			continue;
+		faults++;
+		struct uffdio_writeprotect un = {
+			.range = { msg.arg.pagefault.address & ~(ps - 1), ps }, .mode = 0 };
+		if (ioctl(uffd, UFFDIO_WRITEPROTECT, &un))
+			return bail("UFFDIO_WRITEPROTECT (unprotect)");
+	}
+	pthread_join(th, NULL);
+	for (i = 0; i < N; i++) {
+		int ok = area[i * ps] == (char)i;
+
+		for (j = 1; ok && j < ps; j++)
+			ok = area[i * ps + j] == 0x5a;
+		good += ok;
+	}
+	printf("%sok 5 each of %d writes faulted to userfaultfd first (%d did)\n",
+	       faults == N ? "" : "not ", N, faults);
+	printf("%sok 6 %d of %d pages read back as written\n", good == N ? "" : "not ", good, N);
+
+	write_str(KSM "run", "2");
+	for (i = 1; i < 4; i++) {
+		snprintf(path, sizeof(path), KSM "%s", knobs[i]);
+		write_str(path, saved[i]);
+	}
+	write_str(KSM "run", saved[0]);
+	return !(merged && sd == N && wp == N && faults == N && good == N);
+}
