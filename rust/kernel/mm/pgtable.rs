@@ -84,8 +84,9 @@ impl Pte {
 
     /// This entry with the write-tracking bits of `old` added: soft-dirty (written since the
     /// last `clear_refs`, for checkpointing) and uffd-wp (writes trap to userfaultfd). An entry
-    /// that maps other contents in place of `old`'s keeps them, as the kernel's unsharing fault
-    /// does; where an architecture has neither bit, this is the entry unchanged.
+    /// that maps another page of the same contents in place of `old`'s keeps them, as the
+    /// kernel's unsharing fault does; where an architecture has neither bit, this is the entry
+    /// unchanged.
     #[inline]
     pub fn with_tracking_of(self, old: Pte) -> Pte {
         let mut e = self.0;
