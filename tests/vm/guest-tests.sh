@@ -111,7 +111,7 @@ workloads ""
 if [ -e /sys/kernel/mm/ksm/merge_scope ]; then
 	run domains merge_scope 900 python3 "$top/tests/vm/merge_scope.py"
 	# The write-timing side channel, open under global, shut under memcg and mm.
-	run domains sidechannel 600 python3 "$top/tests/vm/sidechannel.py" --tap
+	run domains sidechannel 600 python3 "$top/tests/vm/sidechannel.py" --tap --times "$out/domains/sidechannel.times"
 fi
 
 # rksm with two scanner threads (its scan_threads knob): the selftests and workloads again.
