@@ -956,14 +956,15 @@ static void scenario_offline(double budget)
 }
 /*
  * advisor: the scan-time advisor (C's scan_time_advisor()) scales pages_to_scan by the CPU time
- * a pass took. Its ksm_advisor trace event reports the pass's seconds and "cpu percent", whose
- * product is the pass's CPU time in units of 10 ms (to within one unit per second). Over sixteen
- * passes of unique pages, with two scanner threads where the kernel has them, that sum must be
- * nearer what every scanner thread (ksmd and ksmd/N) spent by /proc/<pid>/stat than what ksmd
- * alone spent, and not above the former by more than 10%, 10 ms a pass and 100 ms (clock ticks,
- * the passes' edges, `tol`). Below it by at most half of the helpers' time and half of `tol`:
- * with no helpers (C) the sum may still fall short of the ticks by a little. The helpers must
- * have spent more than `tol`, so that a sum without their time (spent - helped) cannot pass.
+ * a pass took. Its ksm_advisor trace event reports the pass's whole seconds and "cpu percent"
+ * (both rounded down), whose product is the pass's CPU time in units of 10 ms, short by less
+ * than one unit per second reported. Over sixteen passes of unique pages, with two scanner
+ * threads where the kernel has them, that sum must be nearer what every scanner thread (ksmd
+ * and ksmd/N) spent by /proc/<pid>/stat than what ksmd alone spent: `tol` is the rounding (the
+ * passes' seconds, in units) and 100 ms (clock ticks, the passes' edges). It may be below the
+ * threads' time by half of the helpers' time and `tol`, above it by 10% and `tol`. The helpers
+ * must have spent more than twice `tol`, so that a sum without their time (spent - helped)
+ * cannot pass.
  */
 #define ADV_PAGES 16384
 #define TRACING "/sys/kernel/tracing/"
@@ -1005,15 +1006,18 @@ static long scanner_ticks(long *helpers)
 	return total;
 }
 
-/* The ksm_advisor events in the trace buffer: how many, and their sum of seconds x percent. */
-static int advisor_events(long *sum)
+/*
+ * The ksm_advisor events in the trace buffer: how many, their sum of seconds x percent, and
+ * their sum of seconds.
+ */
+static int advisor_events(long *sum, long *seconds)
 {
 	static char buf[1 << 20];
 	int fd = open(TRACING "trace", O_RDONLY), n = 0, len = 0, r;
 	long secs, pages;
 	unsigned int pct;
 
-	*sum = 0;
+	*sum = *seconds = 0;
 	if (fd < 0)
 		return -1;
 	while (len < (int)sizeof(buf) - 1 && (r = read(fd, buf + len, sizeof(buf) - 1 - len)) > 0)
@@ -1026,6 +1030,7 @@ static int advisor_events(long *sum)
 			continue;
 		n++;
 		*sum += secs * pct;
+		*seconds += secs;
 	}
 	return n;
 }
@@ -1044,7 +1049,7 @@ static void write_str(const char *path, const char *v)
 static void scenario_advisor(double budget)
 {
 	long threads = knob("scan_threads"), target = knob("advisor_target_scan_time");
-	long sum0, sum1, t0, t1, h0, h1, mode_ok;
+	long sum0, sum1, s0, s1, t0, t1, h0, h1, mode_ok;
 	double end = now() + budget;
 	uint64_t x = 88172645463325252ULL;
 	int n0, n1;
@@ -1072,14 +1077,14 @@ static void scenario_advisor(double budget)
 	set_knob("run", 1);
 	/* From the end of one pass to the end of the sixteenth after it. */
 	n0 = 0;
-	while (now() < end && (n0 = advisor_events(&sum0)) < 1)
+	while (now() < end && (n0 = advisor_events(&sum0, &s0)) < 1)
 		usleep(20000);
 	t0 = scanner_ticks(&h0);
 	n1 = n0;
-	while (now() < end && (n1 = advisor_events(&sum1)) < n0 + 16)
+	while (now() < end && (n1 = advisor_events(&sum1, &s1)) < n0 + 16)
 		usleep(20000);
 	t1 = scanner_ticks(&h1);
-	n1 = advisor_events(&sum1);
+	n1 = advisor_events(&sum1, &s1);
 	write_str(TRACING "events/ksm/ksm_advisor/enable", "0");
 	write_str(KSM "advisor_mode", "none");
 	set_knob("advisor_target_scan_time", target);
@@ -1090,18 +1095,18 @@ static void scenario_advisor(double budget)
 
 	/* In units of 10 ms. */
 	long reported = sum1 - sum0, spent = (t1 - t0) * 100 / sysconf(_SC_CLK_TCK);
-	long helped = (h1 - h0) * 100 / sysconf(_SC_CLK_TCK), tol = (n1 - n0) + 10;
+	long helped = (h1 - h0) * 100 / sysconf(_SC_CLK_TCK), tol = (s1 - s0) + 10;
 
-	printf("# advisor: %d passes; CPU ms reported %ld, spent %ld, by the helpers %ld\n",
-	       n1 - n0, reported * 10, spent * 10, helped * 10);
+	printf("# advisor: %d passes (%ld s reported); CPU ms reported %ld, spent %ld, by the helpers %ld; tolerance %ld ms\n",
+	       n1 - n0, s1 - s0, reported * 10, spent * 10, helped * 10, tol * 10);
 	check(mode_ok && n0 >= 1 && n1 >= n0 + 16, "advisor: passes with the advisor on (%d)",
 	      n1 - n0);
 	if (threads <= 0)
 		printf("# advisor: one scanner thread (no scan_threads): no helpers to count\n");
 	else
-		check(helped > tol, "advisor: helpers' CPU ms %ld, more than %ld", helped * 10,
-		      tol * 10);
-	check(reported >= spent - (helped + tol) / 2 && reported <= spent + spent / 10 + tol,
+		check(helped > 2 * tol, "advisor: helpers' CPU ms %ld, more than %ld", helped * 10,
+		      2 * tol * 10);
+	check(reported >= spent - helped / 2 - tol && reported <= spent + spent / 10 + tol,
 	      "advisor: CPU ms reported %ld: every thread's %ld, not ksmd's %ld", reported * 10,
 	      spent * 10, (spent - helped) * 10);
 }
