@@ -74,14 +74,14 @@ int main(int argc, char **argv)
 		n = strtoul(argv[2], NULL, 0);
 	if (victim)
 		held = argv[3];
-	if (!n || (victim && strlen(held) != n)) {
+	if (!n || (victim && (strlen(held) != n || strspn(held, "01") != n))) {
 		fprintf(stderr, "usage: %s victim PAGES HELD | attacker PAGES\n", argv[0]);
 		return 2;
 	}
 	mem = mmap(NULL, n * PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	faults = calloc(n, sizeof(*faults));
 	if (mem == MAP_FAILED || !faults) {
-		perror("mmap");
+		perror(mem == MAP_FAILED ? "mmap" : "calloc");
 		return 1;
 	}
 	madvise(mem, n * PAGE, MADV_NOHUGEPAGE);

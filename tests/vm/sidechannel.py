@@ -13,13 +13,15 @@ answers), which pages the victim holds. Accuracy near 100% means the channel is 
 also counts the page faults each write took: the channel's cause, without the noise of a clock.
 
 Prints a table, and TAP lines with --tap: under global the attacker must tell the pages apart
-(accuracy at least 90%, and at least 90% of its writes to held pages faulted), under memcg and mm it must not: accuracy at most 65%, no page of the
-attacker merged, no write to a page the victim holds faulted. In every scope the victim's own
-equal pages must merge. --times FILE writes
-every write time (ns, in page order, per scope and round) as JSON. ROUNDS (default 3) runs per
-scope, PAGES (default 256) pages.
+(accuracy at least 90%, and at least 90% of its writes to held pages faulted); under memcg and
+mm it must not (accuracy at most 65%, no page of the attacker merged, no write to a page the
+victim holds faulted). In every scope the victim's own equal pages must merge. --times FILE
+writes every round's data (which pages the victim held, each write's time in ns and faults, the
+counts) as JSON, after each round. Environment: ROUNDS (default 3) rounds per scope, PAGES
+(default 256) pages, SCOPES (default "global memcg mm").
 """
 
+import argparse
 import json
 import os
 import random
@@ -39,6 +41,7 @@ KSM = "/sys/kernel/mm/ksm/"
 PAGES = int(os.environ.get("PAGES", "256"))
 ROUNDS = int(os.environ.get("ROUNDS", "3"))
 SCOPES = os.environ.get("SCOPES", "global memcg mm").split()
+PROACTIVE = "/proc/sys/vm/compaction_proactiveness"
 
 
 def write_file(path, value):
@@ -67,15 +70,18 @@ def spawn(group, *args):
 
 
 def best_accuracy(times, labels):
-    """The accuracy of the best rule 'slower than t means held by the victim'.
+    """The accuracy of the best rule 'slower than t means held by the victim', or 'faster than
+    t' (a leak could go either way).
 
     A threshold can only fall between two distinct times: pages with equal times get the same
     guess. (Sorting ties by label instead would let the threshold split them, and reward the
-    attacker for a coarse clock: with every time equal, it would score 100%.)
+    attacker for a coarse clock: with every time equal, it would score 100%.) For times that do
+    not depend on the labels (a random half), more than 65% of 256 right has a probability of
+    about 1.2e-5.
     """
     n = len(times)
-    # Threshold below everything: every page guessed held.
-    best = correct = sum(labels)
+    # Threshold below everything: every page guessed held by 'slower'.
+    best = worst = correct = sum(labels)
     by_time = {}
     for t, label in zip(times, labels):
         held, other = by_time.get(t, (0, 0))
@@ -84,8 +90,19 @@ def best_accuracy(times, labels):
         # Moving the threshold past every page of time t turns their guesses to 'not held'.
         held, other = by_time[t]
         correct += other - held
-        best = max(best, correct)
-    return best / n
+        best, worst = max(best, correct), min(worst, correct)
+    # 'Faster than t means held' gets right what 'slower' gets wrong.
+    return max(best, n - worst) / n
+
+
+def migrations():
+    """Pages migrated so far (/proc/vmstat): a migration makes the next write fault."""
+    with open("/proc/vmstat") as f:
+        for line in f:
+            key, value = line.split()
+            if key == "pgmigrate_success":
+                return int(value)
+    return 0
 
 
 def one_round(scope, groups):
@@ -111,11 +128,17 @@ def one_round(scope, groups):
     with open("/proc/%d/ksm_merging_pages" % victim.pid) as f:
         victim_merged = int(f.read())
     ksm_write("run", 0)
+    migrated = migrations()
     attacker.stdin.write("probe\n")
     attacker.stdin.flush()
-    words = attacker.stdout.readline().split()
-    times = [int(t) for t in words[1:]]
-    faults = [int(f) for f in attacker.stdout.readline().split()[1:]]
+    times = attacker.stdout.readline().split()
+    faults = attacker.stdout.readline().split()
+    migrated = migrations() - migrated
+    if times[:1] != ["times"] or faults[:1] != ["faults"] or \
+            len(times) != PAGES + 1 or len(faults) != PAGES + 1:
+        raise RuntimeError("ksmspy's probe printed %r, %r" % (times[:3], faults[:3]))
+    times = [int(t) for t in times[1:]]
+    faults = [int(f) for f in faults[1:]]
     for p in (attacker, victim):
         p.stdin.write("quit\n")
         p.stdin.flush()
@@ -133,38 +156,50 @@ def one_round(scope, groups):
         "faults": faults,
         "held_faulted": sum(1 for f, lab in zip(faults, labels) if f and lab),
         "other_faulted": sum(1 for f, lab in zip(faults, labels) if f and not lab),
+        "migrated": migrated,
     }
 
 
 def main():
-    tap = "--tap" in sys.argv
-    dump = sys.argv[sys.argv.index("--times") + 1] if "--times" in sys.argv else None
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--tap", action="store_true", help="print TAP results")
+    ap.add_argument("--times", metavar="FILE", help="write every round's data as JSON")
+    args = ap.parse_args()
+    tap, dump = args.tap, args.times
     if not os.path.exists(KSM + "merge_scope"):
         print("1..0 # SKIP no merge_scope (not rksm)")
         return 0
     groups = [cgroup("rksm-victim"), cgroup("rksm-attacker")]
-    saved = {k: open(KSM + k).read().split()[0] for k in ("pages_to_scan", "sleep_millisecs", "run")}
+    saved = {k: open(KSM + k).read().split()[0]
+             for k in ("pages_to_scan", "sleep_millisecs", "run")}
+    with open(PROACTIVE) as f:
+        proactive = f.read().strip()
     ksm_write("pages_to_scan", 5000)
     ksm_write("sleep_millisecs", 0)
+    # No proactive compaction moving the attacker's pages under its writes.
+    write_file(PROACTIVE, "0")
     results = {}
     n, failed = 0, False
     try:
         for scope in SCOPES:
-            results[scope] = [one_round(scope, groups) for _ in range(ROUNDS)]
+            results[scope] = []
+            for _ in range(ROUNDS):
+                results[scope].append(one_round(scope, groups))
+                if dump:
+                    # After every round: what a timeout or a crash would leave to look at.
+                    with open(dump, "w") as f:
+                        json.dump(results, f)
     finally:
         ksm_write("run", 2)
         write_file(KSM + "merge_scope", "global")
         for k, v in saved.items():
             ksm_write(k, v)
+        write_file(PROACTIVE, proactive)
         for g in groups:
             try:
                 os.rmdir(g)
             except OSError:
                 pass
-    if dump:
-        with open(dump, "w") as f:
-            json.dump({s: [{k: r[k] for k in ("held", "times", "faults")} for r in rs]
-                       for s, rs in results.items()}, f)
     print("%-7s %-22s %-16s %-16s %-26s %s" % ("scope", "attacker accuracy", "attacker merged",
                                                "victim merged", "median write, held / not (us)",
                                                "writes that faulted, held / not"))
@@ -178,6 +213,7 @@ def main():
             " ".join("%d/%d" % (r["held_faulted"], r["other_faulted"]) for r in rs)))
         if tap:
             faulted = [r["held_faulted"] for r in rs]
+            others = [(r["other_faulted"], r["migrated"]) for r in rs]
             if scope == "global":
                 ok = min(acc) >= 0.9 and min(faulted) >= 0.9 * (PAGES // 2)
                 what = ("global: the attacker tells the victim's pages apart, by time and by "
@@ -188,7 +224,8 @@ def main():
                       and not any(faulted))
                 what = ("%s: the attacker cannot tell them apart, none of its pages merged, no "
                         "write to a page the victim holds faulted (accuracy %s, merged %s, "
-                        "faulted %s)" % (scope, acc, [r["merged"] for r in rs], faulted))
+                        "faulted %s; other pages faulted, pages migrated: %s)"
+                        % (scope, acc, [r["merged"] for r in rs], faulted, others))
             n += 1
             failed |= not ok
             print("%s %d - %s" % ("ok" if ok else "not ok", n, what))
