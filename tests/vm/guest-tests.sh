@@ -100,6 +100,9 @@ run prctl prctl_fork_exec 300 "$top/build/tests/prctl_fork_exec"
 # A merge keeps the soft-dirty and uffd-wp bits of the entries it replaces (tests/vm/ptebits.c;
 # C KSM drops them: tests/report.py's C_DEFECTS).
 run ptebits ptebits 300 "$top/build/tests/ptebits"
+# The same with use_zero_pages (each page mapped to the zero page), and through an unmerge.
+run ptebits zero_page 300 "$top/build/tests/ptebits" zero
+run ptebits unmerge 300 "$top/build/tests/ptebits" unmerge
 
 # The scan-time advisor counts the CPU time of every scanner thread (tests/vm/ksmrace.c).
 run races advisor 300 "$top/build/tests/ksmrace" advisor 150

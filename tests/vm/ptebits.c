@@ -10,9 +10,17 @@
  * QEMU's background snapshot needs (it saves a page before the guest may change it), and every
  * page must read back as written.
  *
- * C KSM's replace_page() (6.12) maps the KSM page by a new entry without either bit, so every
- * page but the one that became the KSM page loses them: tests/report.py expects that on C.
- * Prints TAP. Needs root (it drives /sys/kernel/mm/ksm).
+ * Modes (the one argument):
+ *   (none)   the pages hold 0x5a bytes and merge into one KSM page;
+ *   zero     the pages are zero-filled and use_zero_pages is set: each is mapped to the zero page;
+ *   unmerge  as (none), then MADV_UNMERGEABLE gives every page a copy of its own again, before
+ *            the bits and the writes are checked (the kernel's unsharing fault carries both bits
+ *            into the copy's entry, if the merged entry still had them).
+ *
+ * C KSM's replace_page() (6.12) maps the KSM page, or the zero page, by a new entry without
+ * either bit, so every page but the one that became the KSM page loses them (with the zero page,
+ * every page): tests/report.py expects that on C. Prints TAP. Needs root (it drives
+ * /sys/kernel/mm/ksm).
  */
 #define _GNU_SOURCE
 #include <fcntl.h>
@@ -41,6 +49,7 @@ static const char *const knobs[] = { "run", "sleep_millisecs", "pages_to_scan",
 static char saved[4][32];
 static char *area;
 static long ps;
+static char fill;
 
 static int write_str(const char *path, const char *s)
 {
@@ -97,24 +106,56 @@ static void *writer(void *arg)
 	return NULL;
 }
 
-int main(void)
+/* Whether every page is present and maps one frame (page 0's, nonzero). */
+static int one_frame(const uint64_t *pm)
 {
+	int i, same = (pm[0] & PM_PRESENT) && (pm[0] & PFN_MASK);
+
+	for (i = 1; i < N; i++)
+		same &= (pm[i] & PM_PRESENT) && (pm[i] & PFN_MASK) == (pm[0] & PFN_MASK);
+	return same;
+}
+
+/* Whether every page is present and no two share a frame. */
+static int all_apart(const uint64_t *pm)
+{
+	int i, j;
+
+	for (i = 0; i < N; i++) {
+		if (!(pm[i] & PM_PRESENT) || !(pm[i] & PFN_MASK))
+			return 0;
+		for (j = 0; j < i; j++)
+			if ((pm[i] & PFN_MASK) == (pm[j] & PFN_MASK))
+				return 0;
+	}
+	return 1;
+}
+
+int main(int argc, char **argv)
+{
+	const char *mode = argc > 1 ? argv[1] : "";
+	int zero = !strcmp(mode, "zero"), unmerge = !strcmp(mode, "unmerge"), t = 0;
 	struct uffdio_writeprotect wpr = { 0 };
 	struct uffdio_register reg = { 0 };
 	struct uffdio_api api = { 0 };
 	unsigned char seen[N] = { 0 };
 	char path[64];
 	uint64_t pm[N];
-	int pmfd, uffd, i, j, merged = 0, sd = 0, wp = 0, faults = 0, good = 0;
+	int pmfd, uffd, i, j, merged = 0, apart = 1, sd = 0, wp = 0, faults = 0, good = 0;
 	pthread_t th;
 	time_t end;
 
+	if (argc > 2 || (argc == 2 && !zero && !unmerge)) {
+		fprintf(stderr, "usage: %s [zero|unmerge]\n", argv[0]);
+		return 2;
+	}
+	fill = zero ? 0 : 0x5a;
 	ps = sysconf(_SC_PAGESIZE);
 	for (i = 0; i < 4; i++) {
 		snprintf(path, sizeof(path), KSM "%s", knobs[i]);
 		read_str(path, saved[i], sizeof(saved[i]));
 	}
-	printf("TAP version 13\n1..6\n");
+	printf("TAP version 13\n1..%d\n", unmerge ? 7 : 6);
 	/* Page frame numbers read as 0 without CAP_SYS_ADMIN: every page would look merged. */
 	if (geteuid() != 0)
 		return bail("running as root");
@@ -131,7 +172,7 @@ int main(void)
 	if (write_str("/proc/self/clear_refs", "4"))
 		return bail("clear_refs");
 	for (i = 0; i < N; i++)
-		memset(area + i * ps, 0x5a, ps);
+		memset(area + i * ps, fill, ps);
 	reg.range.start = wpr.range.start = (unsigned long)area;
 	reg.range.len = wpr.range.len = N * ps;
 	reg.mode = UFFDIO_REGISTER_MODE_WP;
@@ -144,10 +185,10 @@ int main(void)
 		sd += !!(pm[i] & PM_SOFT_DIRTY);
 		wp += !!(pm[i] & PM_UFFD_WP);
 	}
-	printf("%sok 1 before merging, %d of %d pages are soft-dirty and %d uffd-wp protected\n",
-	       sd == N && wp == N ? "" : "not ", sd, N, wp);
+	printf("%sok %d before merging, %d of %d pages are soft-dirty and %d uffd-wp protected\n",
+	       sd == N && wp == N ? "" : "not ", ++t, sd, N, wp);
 
-	if (write_str(KSM "run", "2") || write_str(KSM "use_zero_pages", "0") ||
+	if (write_str(KSM "run", "2") || write_str(KSM "use_zero_pages", zero ? "1" : "0") ||
 	    write_str(KSM "sleep_millisecs", "0") || write_str(KSM "pages_to_scan", "1000") ||
 	    write_str(KSM "run", "1"))
 		return bail("setting the KSM knobs");
@@ -156,20 +197,29 @@ int main(void)
 	for (end = time(NULL) + 120; !merged && time(NULL) < end; usleep(50000)) {
 		if (pread(pmfd, pm, sizeof(pm), (unsigned long)area / ps * 8) != sizeof(pm))
 			return bail("reading pagemap");
-		merged = (pm[0] & PM_PRESENT) && (pm[0] & PFN_MASK);
-		for (i = 1; i < N; i++)
-			merged &= (pm[i] & PM_PRESENT) && (pm[i] & PFN_MASK) == (pm[0] & PFN_MASK);
+		merged = one_frame(pm);
 	}
 	/* Nothing more merges or unmerges while the bits and the writes are checked. */
 	write_str(KSM "run", "0");
-	printf("%sok 2 all %d pages merged into one frame\n", merged ? "" : "not ", N);
+	printf("%sok %d all %d pages merged into one frame%s\n", merged ? "" : "not ", ++t, N,
+	       zero ? ", the zero page" : "");
+	if (unmerge) {
+		if (madvise(area, N * ps, MADV_UNMERGEABLE))
+			return bail("MADV_UNMERGEABLE");
+		if (pread(pmfd, pm, sizeof(pm), (unsigned long)area / ps * 8) != sizeof(pm))
+			return bail("reading pagemap");
+		apart = all_apart(pm);
+		printf("%sok %d unmerged, each of %d pages has a frame of its own again\n",
+		       apart ? "" : "not ", ++t, N);
+	}
 	for (sd = wp = i = 0; i < N; i++) {
 		sd += !!(pm[i] & PM_SOFT_DIRTY);
 		wp += !!(pm[i] & PM_UFFD_WP);
 	}
-	printf("%sok 3 merged, %d of %d pages are still soft-dirty\n", sd == N ? "" : "not ", sd, N);
-	printf("%sok 4 merged, %d of %d pages are still uffd-wp protected\n", wp == N ? "" : "not ",
-	       wp, N);
+	printf("%sok %d %s, %d of %d pages are still soft-dirty\n", sd == N ? "" : "not ", ++t,
+	       unmerge ? "merged and unmerged" : "merged", sd, N);
+	printf("%sok %d %s, %d of %d pages are still uffd-wp protected\n", wp == N ? "" : "not ",
+	       ++t, unmerge ? "merged and unmerged" : "merged", wp, N);
 
 	/* Every write must fault to this handler first: it notes the page and unprotects it. */
 	if (pthread_create(&th, NULL, writer, NULL))
@@ -206,12 +256,13 @@ int main(void)
 		int ok = area[i * ps] == (char)i;
 
 		for (j = 1; ok && j < ps; j++)
-			ok = area[i * ps + j] == 0x5a;
+			ok = area[i * ps + j] == fill;
 		good += ok;
 	}
-	printf("%sok 5 each of %d writes faulted to userfaultfd first (%d pages did)\n",
-	       faults == N ? "" : "not ", N, faults);
-	printf("%sok 6 %d of %d pages read back as written\n", good == N ? "" : "not ", good, N);
+	printf("%sok %d each of %d writes faulted to userfaultfd first (%d pages did)\n",
+	       faults == N ? "" : "not ", ++t, N, faults);
+	printf("%sok %d %d of %d pages read back as written\n", good == N ? "" : "not ", ++t, good,
+	       N);
 
-	return !(merged && sd == N && wp == N && faults == N && good == N);
+	return !(merged && apart && sd == N && wp == N && faults == N && good == N);
 }
