@@ -35,15 +35,14 @@ KNOWN_BROKEN = [
 # Defects of C KSM that a test of ours shows: on the C kernels (c, c-debug) such a case must fail,
 # and passes the report then; if it passes on C, the defect is gone and the report fails, so that
 # this list and Documentation/mm/rksm.rst are brought up to date. On rksm the case must pass.
-# Each is (suite, a part of the case's description, why).
+# Each is (suite, the commands' names, a part of the case's description, why).
 C_DEFECTS = [
-    ("ptebits", "still soft-dirty",
+    ("ptebits", ("ptebits", "unmerge"), "still soft-dirty",
+     "6.12's replace_page() maps the KSM page by a new entry without the soft-dirty bit"),
+    ("ptebits", ("ptebits", "zero_page", "unmerge"), "still uffd-wp protected",
      "6.12's replace_page() maps the KSM page (or the zero page) by a new entry without the "
-     "soft-dirty bit"),
-    ("ptebits", "still uffd-wp protected",
-     "6.12's replace_page() maps the KSM page (or the zero page) by a new entry without the "
-     "uffd-wp bit"),
-    ("ptebits", "faulted to userfaultfd first",
+     "uffd-wp bit (the zero page's entry keeps soft-dirty: on x86 pte_mkdirty() sets it)"),
+    ("ptebits", ("ptebits", "zero_page", "unmerge"), "faulted to userfaultfd first",
      "without the uffd-wp bit, a write to a merged page does not reach userfaultfd"),
 ]
 
@@ -174,8 +173,9 @@ def collect(top, kernel):
                             and signature in text:
                         status, desc = "broken", "%s (known broken upstream: %s)" % (desc, why)
                 detail = ""
-                for dsuite, dcase, why in C_DEFECTS if kernel.split("-")[0] == "c" else []:
-                    if suite == dsuite and dcase in desc:
+                for dsuite, dnames, dcase, why in C_DEFECTS if kernel.split("-")[0] == "c" \
+                        else []:
+                    if suite == dsuite and name in dnames and dcase in desc:
                         defect = True
                         status, detail = (("pass", C_DEFECT_PASS + why)
                                           if status == "fail" else

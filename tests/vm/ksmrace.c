@@ -960,11 +960,14 @@ static void scenario_offline(double budget)
  * (both rounded down), whose product is the pass's CPU time in units of 10 ms, short by less
  * than one unit per second reported. Over sixteen passes of unique pages, with two scanner
  * threads where the kernel has them, that sum must be nearer what every scanner thread (ksmd
- * and ksmd/N) spent by /proc/<pid>/stat than what ksmd alone spent: `tol` is the rounding (the
- * passes' seconds, in units) and 100 ms (clock ticks, the passes' edges). It may be below the
- * threads' time by half of the helpers' time and `tol`, above it by 10% and `tol`. The helpers
- * must have spent more than twice `tol`, so that a sum without their time (spent - helped)
- * cannot pass.
+ * and ksmd/N) spent by /proc/<pid>/stat than what ksmd alone spent. It may be below the threads'
+ * time by `tol`, the rounding (the passes' seconds reported, in units) and `edge`, 100 ms either
+ * way (clock ticks, the passes' edges), and above it by 10% and `tol`. The helpers must have
+ * spent more than `tol` and `edge`, so that a sum without their time (spent - helped, give or
+ * take the same) cannot pass. They work in the first passes: then the advisor shrinks
+ * pages_to_scan until a pass takes its target of a second, and batches become too small to
+ * share (rksm's SHARED_BATCH). In make test they spent 770 and 2300 ms; in a fresh boot, alone,
+ * 130 to 900 ms.
  */
 #define ADV_PAGES 16384
 #define TRACING "/sys/kernel/tracing/"
@@ -1095,18 +1098,19 @@ static void scenario_advisor(double budget)
 
 	/* In units of 10 ms. */
 	long reported = sum1 - sum0, spent = (t1 - t0) * 100 / sysconf(_SC_CLK_TCK);
-	long helped = (h1 - h0) * 100 / sysconf(_SC_CLK_TCK), tol = (s1 - s0) + 10;
+	long helped = (h1 - h0) * 100 / sysconf(_SC_CLK_TCK), edge = 10, tol = (s1 - s0) + edge;
 
-	printf("# advisor: %d passes (%ld s reported); CPU ms reported %ld, spent %ld, by the helpers %ld; tolerance %ld ms\n",
-	       n1 - n0, s1 - s0, reported * 10, spent * 10, helped * 10, tol * 10);
+	printf("# advisor: %d passes (%ld s reported)\n", n1 - n0, s1 - s0);
+	printf("# advisor: CPU ms reported %ld, spent %ld, by the helpers %ld; tolerance %ld ms\n",
+	       reported * 10, spent * 10, helped * 10, tol * 10);
 	check(mode_ok && n0 >= 1 && n1 >= n0 + 16, "advisor: passes with the advisor on (%d)",
 	      n1 - n0);
 	if (threads <= 0)
 		printf("# advisor: one scanner thread (no scan_threads): no helpers to count\n");
 	else
-		check(helped > 2 * tol, "advisor: helpers' CPU ms %ld, more than %ld", helped * 10,
-		      2 * tol * 10);
-	check(reported >= spent - helped / 2 - tol && reported <= spent + spent / 10 + tol,
+		check(helped > tol + edge, "advisor: helpers' CPU ms %ld, more than %ld", helped * 10,
+		      (tol + edge) * 10);
+	check(reported >= spent - tol && reported <= spent + spent / 10 + tol,
 	      "advisor: CPU ms reported %ld: every thread's %ld, not ksmd's %ld", reported * 10,
 	      spent * 10, (spent - helped) * 10);
 }
