@@ -966,8 +966,7 @@ static void scenario_offline(double budget)
  * spent more than `tol` and `edge`, so that a sum without their time (spent - helped, give or
  * take the same) cannot pass. They work in the first passes: then the advisor shrinks
  * pages_to_scan until a pass takes its target of a second, and batches become too small to
- * share (rksm's SHARED_BATCH). In make test they spent 770 and 2300 ms; in a fresh boot, alone,
- * 130 to 900 ms.
+ * share (rksm's SHARED_BATCH); the figures are in commit 259c25f's message.
  */
 #define ADV_PAGES 16384
 #define TRACING "/sys/kernel/tracing/"
