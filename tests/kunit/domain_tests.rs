@@ -12,6 +12,7 @@ use crate::backend::Backend;
 use crate::domain::{Domain, Scope};
 use crate::item::{Place, RmapItem};
 use crate::stable::StableNode;
+use crate::step::Step;
 use crate::trees::{Outcome, Trees};
 use kernel::kunit_suite::{Check, TestResult};
 use kernel::prelude::*;
@@ -64,7 +65,7 @@ impl Fix {
             }
         }
         let mut t = Trees::new(1)?;
-        t.scope = scope;
+        t.set_scope(scope)?;
         Ok(Self {
             p,
             t,
@@ -109,7 +110,7 @@ impl Fix {
     fn has_twin(&self, i: usize) -> bool {
         let (d, c) = self.of[i];
         (0..self.its.len()).any(|j| {
-            j != i && self.of[j].1 == c && (!self.t.scope.is_scoped() || self.of[j].0 == d)
+            j != i && self.of[j].1 == c && (!self.t.scope().is_scoped() || self.of[j].0 == d)
         })
     }
 
@@ -130,7 +131,7 @@ impl Fix {
                 }
                 pages += 1;
                 for item in node.items(&self.token) {
-                    let d = self.p.domain(item.mapping(), self.t.scope);
+                    let d = self.p.domain(item.mapping(), self.t.scope());
                     if d != node.domain() {
                         return Err("a KSM page is mapped from another domain than its node's");
                     }
@@ -247,6 +248,46 @@ fn chains_stay_within_domains() -> TestResult {
     Ok(())
 }
 
+/// The step compiled for `merge_scope=global` (no domain code, see `Step::cmp_and_merge`) does
+/// nothing in trees split into domains: it would merge across them. Unguarded, it merges every
+/// contents' pages into one KSM page, as in the control above.
+fn global_step_leaves_domains_alone() -> TestResult {
+    let mut f = Fix::new(Scope::Mm, copies).check()?;
+    for _ in 0..3 {
+        f.t.reset_unstable();
+        for i in 0..f.its.len() {
+            let item = f.its[i].as_ref();
+            let page = f.p.item_page(item.mapping()).ok_or(ENOENT).check()?;
+            let shards = pages::Unlocked {
+                trees: &mut f.t,
+                token: &mut f.token,
+            };
+            let outcome = Step::new(&f.p, shards, 2000, Scope::Global).cmp_and_merge(item, &page);
+            kunit_ensure_eq!(outcome, Outcome::Busy);
+        }
+    }
+    kunit_ensure_eq!(f.check_nodes().check()?, 0);
+    kunit_ensure_eq!(f.t.counters.pages_shared, 0);
+    // The same trees with the step of their scope merge, within each domain only.
+    f.settle();
+    kunit_ensure!(f.check_nodes().check()? > 0);
+    Ok(())
+}
+
+/// The scope changes only while the stable trees hold no node (their nodes keep the domains of
+/// the scope they were made in), and the change empties the unstable trees.
+fn scope_changes_only_when_stable_trees_are_empty() -> TestResult {
+    let mut f = Fix::new(Scope::Mm, copies).check()?;
+    f.settle();
+    kunit_ensure!(f.t.counters.pages_shared > 0);
+    kunit_ensure_eq!(f.t.set_scope(Scope::Global), Err(EBUSY));
+    kunit_ensure_eq!(f.t.scope(), Scope::Mm);
+    let mut t = Trees::<TestPages>::new(1).check()?;
+    kunit_ensure_eq!(t.set_scope(Scope::Memcg), Ok(()));
+    kunit_ensure_eq!(t.scope(), Scope::Memcg);
+    Ok(())
+}
+
 kunit_suite!(
     "rksm_domain",
     [
@@ -254,5 +295,7 @@ kunit_suite!(
         one_domain_merges_everything,
         moved_page_merges_in_its_new_domain,
         chains_stay_within_domains,
+        global_step_leaves_domains_alone,
+        scope_changes_only_when_stable_trees_are_empty,
     ]
 );

@@ -67,7 +67,7 @@ fn time_order(
     let mut stats = Stats::default();
     for i in shuffled(PAGES, 0x7ee).map_err(|_| "no memory")? {
         let key = p.held(i);
-        match tree.search_insert(
+        match tree.search_insert::<false>(
             p,
             its[i].as_ref(),
             &key,
@@ -104,7 +104,7 @@ fn time_order(
             let equal_in_tree = i < 2 * PAGES || pattern == Pattern::Best;
             // The lookup's answer borrows the tree: checked within this block.
             let ok = {
-                let seen = tree.search_insert(
+                let seen = tree.search_insert::<false>(
                     p,
                     its[i].as_ref(),
                     &key,

@@ -444,8 +444,8 @@ pub(crate) fn visit(
     item: Pin<&RmapItem<TestPages>>,
 ) -> Option<Outcome> {
     let page = p.item_page(item.mapping())?;
-    let prune_ms = trees.chain_prune_ms;
-    Some(Step::new(p, Unlocked { trees, token }, prune_ms).cmp_and_merge(item, &page))
+    let (prune_ms, scope) = (trees.chain_prune_ms, trees.scope());
+    Some(Step::new(p, Unlocked { trees, token }, prune_ms, scope).cmp_and_merge(item, &page))
 }
 
 /// Items for pages `0..n` of `pages`, pinned.

@@ -13,6 +13,7 @@
 
 use super::pages::{items, shuffled, Pattern, TestPages, TestToken};
 use crate::backend::{Backend, Contents};
+use crate::domain::Scope;
 use crate::item::{Place, RmapItem};
 use crate::shards::ShardSet;
 use crate::stable::StableNode;
@@ -155,7 +156,7 @@ fn run(
             while tally.joined.load(Relaxed) < threads && kthread::jiffies() < until {
                 kthread::yield_now();
             }
-            let mut step = Step::new(p, set, 2000);
+            let mut step = Step::new(p, set, 2000, Scope::Global);
             loop {
                 let k = next.fetch_add(1, Relaxed);
                 if k >= PAGES {
@@ -353,7 +354,7 @@ fn merges_as_the_reference(threads: usize) -> TestResult {
         }
         Ok(())
     })();
-    let mut step = Step::new(&p, &set, 2000);
+    let mut step = Step::new(&p, &set, 2000, Scope::Global);
     for it in its.iter() {
         step.remove_item(it);
     }

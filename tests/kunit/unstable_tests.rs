@@ -48,7 +48,7 @@ fn lookup(
     let key = p.held(item.mapping().page());
     // As the volatility gate does before a lookup: the item records its page's checksum.
     item.admit(key.bytes().checksum());
-    match tree.search_insert(p, item, &key, global_probe(order), stats, || true) {
+    match tree.search_insert::<false>(p, item, &key, global_probe(order), stats, || true) {
         Lookup::Found(hit) => Seen::Found(hit.page.index),
         Lookup::Inserted => Seen::Inserted,
         Lookup::GaveUp | Lookup::Declined => Seen::GaveUp,

@@ -72,7 +72,12 @@ pub(crate) enum Order {
 
 /// A page to look up: its contents, its checksum and its merge domain (used with
 /// [`Order::Checksum`], which orders by checksum, then domain: see [`crate::domain`]).
-pub(crate) struct Key<'a> {
+///
+/// `SCOPED` says whether the tree's pages are split into domains. Without, every page of the
+/// trees is of domain 0 (see [`crate::trees::Trees`]), so a key compares tags by checksum alone
+/// and never reads a domain: `merge_scope=global` runs the step without domain code (see
+/// [`crate::step::Step::cmp_and_merge`]). A key with `SCOPED` orders correctly in either tree.
+pub(crate) struct Key<'a, const SCOPED: bool = true> {
     /// The page's bytes.
     pub(crate) bytes: &'a PageBytes<'a>,
     /// The page's checksum ([`PageBytes::checksum`]), as recorded for it.
@@ -82,29 +87,34 @@ pub(crate) struct Key<'a> {
 }
 
 impl<'a> Key<'a> {
-    /// The key of `bytes`, whose checksum was recorded as `sum`, in domain 0.
-    pub(crate) fn new(bytes: &'a PageBytes<'a>, sum: u32) -> Self {
+    /// The key of `bytes`, computing their checksum, in domain 0.
+    pub(crate) fn of(bytes: &'a PageBytes<'a>) -> Self {
+        Self::new(bytes, bytes.checksum(), 0)
+    }
+}
+
+impl<'a, const SCOPED: bool> Key<'a, SCOPED> {
+    /// The key of `bytes`, whose checksum was recorded as `sum`, in domain `domain` (0 without
+    /// `SCOPED`, whatever `domain` says).
+    #[inline]
+    pub(crate) fn new(bytes: &'a PageBytes<'a>, sum: u32, domain: Domain) -> Self {
         Self {
             bytes,
             sum,
-            domain: 0,
+            domain: if SCOPED { domain } else { 0 },
         }
-    }
-
-    /// The key of `bytes`, computing their checksum, in domain 0.
-    pub(crate) fn of(bytes: &'a PageBytes<'a>) -> Self {
-        Self::new(bytes, bytes.checksum())
-    }
-
-    /// The same key in domain `domain`.
-    pub(crate) fn in_domain(self, domain: Domain) -> Self {
-        Self { domain, ..self }
     }
 
     /// What orders the key before its contents.
     #[inline]
     pub(crate) fn tag(&self) -> Tag {
         Tag::new(self.domain, self.sum)
+    }
+
+    /// The key's tag against a node's, `node` ([`Tag::cmp_in`]).
+    #[inline]
+    pub(crate) fn cmp_tag(&self, node: &Tag) -> core::cmp::Ordering {
+        self.tag().cmp_in::<SCOPED>(node)
     }
 }
 
@@ -164,12 +174,13 @@ impl Descent {
         }
     }
 
-    /// With [`Order::Checksum`], where a node whose recorded tag (domain and checksum) is `node`
-    /// sends the key whose tag is `key`, or `None` if the tags are equal and the pages must be
-    /// compared. Always `None` with the other orders.
+    /// With [`Order::Checksum`], where a node whose recorded tag (checksum and domain) is `node`
+    /// sends the key whose tag is `key`, compared as [`Tag::cmp_in`] (by checksum alone without
+    /// `SCOPED`), or `None` if the tags are equal and the pages must be compared. Always `None`
+    /// with the other orders.
     #[inline]
-    pub(crate) fn by_tag(&mut self, key: Tag, node: Tag) -> Option<Step> {
-        self.by_order(key.cmp(&node))
+    pub(crate) fn by_tag<const SCOPED: bool>(&mut self, key: Tag, node: Tag) -> Option<Step> {
+        self.by_order(key.cmp_in::<SCOPED>(&node))
     }
 
     /// [`Descent::by_tag`] for a comparison of the two tags already made: `key` against the

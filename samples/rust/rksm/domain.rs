@@ -32,6 +32,13 @@
 //! worst case about 1% slower than this one (see `Documentation/mm/rksm.rst`). Either order
 //! keeps the pages of one domain and checksum together, which is all a lookup needs.
 //!
+//! Under [`Scope::Global`], the default, there is one domain, and the per-page step runs code
+//! compiled without any (a `SCOPED` parameter of the step, its phases and the trees' walks: see
+//! [`crate::compare::Key`]): no domain is computed, compared or tested, so C KSM's behaviour
+//! costs nothing for the domains others may choose. This holds because the scope changes only
+//! while the stable trees are empty: every node then is of domain 0 (see
+//! [`crate::trees::Trees`]).
+//!
 //! Domains can change under KSM: a process moves to another memory cgroup, or a fork's child (a
 //! new address space, maybe soon in another cgroup) shares its parent's KSM pages. Each time
 //! `ksmd` looks at a page it takes the page's domain as it is then, and a page that is mapped
@@ -111,5 +118,17 @@ impl Tag {
     #[inline]
     pub(crate) fn new(domain: Domain, sum: u32) -> Self {
         Self { domain, sum }
+    }
+
+    /// `self` against `other`, in the trees' order: by checksum, then by domain if `SCOPED`.
+    /// Without `SCOPED` the domains are not read: every page of the trees is of domain 0 then
+    /// (see [`crate::trees::Trees`]), and the two orders agree.
+    #[inline]
+    pub(crate) fn cmp_in<const SCOPED: bool>(&self, other: &Self) -> core::cmp::Ordering {
+        if SCOPED {
+            self.cmp(other)
+        } else {
+            self.sum.cmp(&other.sum)
+        }
     }
 }

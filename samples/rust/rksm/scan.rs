@@ -257,6 +257,8 @@ impl Ksm {
             &self.backend,
             &self.shards,
             tunables::CHAINS_PRUNE_MS.load(Relaxed),
+            // The shards' (set with them under the scan lock, which the scanner threads run in).
+            merge_scope(),
         )
     }
 }

@@ -454,11 +454,11 @@ impl<B: Backend> StableTree<B> {
     /// after each). With [`Order::Checksum`] a node of another checksum is passed by its
     /// checksum; a plain one without mappings is still checked for staleness, cheaply, so that
     /// stale nodes keep being pruned where lookups go.
-    fn descend<'a, 'b>(
+    fn descend<'a, 'b, const SCOPED: bool>(
         tree: &'a mut BoxTree<StableNode<B>>,
         floor: usize,
         cx: &mut Cx<'b, '_, B>,
-        key: &Key<'_>,
+        key: &Key<'_, SCOPED>,
         prune: bool,
     ) -> Descended<'a, 'b, B> {
         let (backend, set) = (cx.backend, cx.set);
@@ -469,7 +469,7 @@ impl<B: Backend> StableTree<B> {
         // for staleness: one with mappings loses them when the scanner meets them and finds its
         // page gone (`clear_stale`), and is met here again after that. (A chain has none: its
         // dups have them.) A node of the key's checksum goes to the visit below, which compares
-        // the domains (the tag's second field): this loop reads no domain.
+        // the domains (the tag's second field) if `SCOPED`: this loop reads no domain.
         let passed = Cell::new(0u32);
         let by_sum = set.order == Order::Checksum;
         let pass = |node: &StableNode<B>| {
@@ -486,7 +486,7 @@ impl<B: Backend> StableTree<B> {
         };
         let walk = tree.walk_prune_with(pass, |visit| match visit {
             Visit::At(node) => {
-                if let Some(step) = descent.by_tag(key.tag(), node.tag()) {
+                if let Some(step) = descent.by_tag::<SCOPED>(key.tag(), node.tag()) {
                     return if Self::is_stale(backend, node) {
                         Prune::Remove
                     } else {
@@ -522,10 +522,10 @@ impl<B: Backend> StableTree<B> {
     /// The step of [`StableTree::descend`] at a node of the key's checksum: its page (a chain's
     /// best dup's) is taken as the match when trusting checksums, or compared with the key.
     #[inline(never)]
-    fn visit_equal<'b>(
+    fn visit_equal<'b, const SCOPED: bool>(
         cx: &mut Cx<'b, '_, B>,
         node: &StableNode<B>,
-        key: &Key<'_>,
+        key: &Key<'_, SCOPED>,
         prune: bool,
         descent: &mut Descent,
         hit: &mut Option<(Option<usize>, B::Page<'b>)>,
@@ -566,10 +566,10 @@ impl<B: Backend> StableTree<B> {
     /// With [`Settings::trust_checksum`], the node found is only of the key's checksum, unless it
     /// would be turned down (full) or moved: then it is compared first, and if it differs,
     /// [`Search::Unproven`] asks for a lookup without trusting checksums.
-    pub(crate) fn search<'a, 'b>(
+    pub(crate) fn search<'a, 'b, const SCOPED: bool>(
         &'a mut self,
         cx: &mut Cx<'b, '_, B>,
-        key: &Key<'_>,
+        key: &Key<'_, SCOPED>,
         misplaced: impl Fn(&B::Page<'_>) -> bool,
     ) -> Search<'a, 'b, B> {
         let was_empty = self.tree.is_empty();
@@ -648,10 +648,10 @@ impl<B: Backend> StableTree<B> {
     /// if the tree has not changed since.
     ///
     /// Returns the new node, to which the caller appends the page's mappings.
-    pub(crate) fn insert<'a>(
+    pub(crate) fn insert<'a, const SCOPED: bool>(
         &'a mut self,
         cx: &mut Cx<'_, '_, B>,
-        key: &Key<'_>,
+        key: &Key<'_, SCOPED>,
         page: B::KsmPage,
         nid: usize,
         at: Option<Insertion>,
@@ -679,7 +679,7 @@ impl<B: Backend> StableTree<B> {
     ) -> core::result::Result<NodeRef<'a, B>, Pin<KBox<StableNode<B>>>> {
         let was_empty = self.tree.is_empty();
         let nid = new.nid();
-        let key = Key::new(bytes, new.checksum()).in_domain(new.domain);
+        let key = Key::<true>::new(bytes, new.checksum(), new.domain);
         let d = Self::descend(&mut self.tree, self.floor, cx, &key, false);
         let (set, token, c) = (cx.set, &mut *cx.token, &mut *cx.counters);
         drop(d.hit);

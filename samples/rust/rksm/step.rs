@@ -15,6 +15,7 @@
 //! look in the stable tree, then in the unstable tree.
 
 use crate::backend::{Backend, Contents};
+use crate::domain::Scope;
 use crate::item::RmapItem;
 use crate::trees::{self, Joined, Left, Looked, Outcome, Trees};
 use core::pin::Pin;
@@ -54,15 +55,20 @@ pub(crate) struct Step<'b, B: Backend, S: Shards<B>> {
     pub(crate) shards: S,
     /// `stable_node_chains_prune_millisecs`, for the lookups of this step.
     pub(crate) chain_prune_ms: u32,
+    /// The merge scope of the trees, which chooses the step's code (see
+    /// [`Step::cmp_and_merge`]).
+    pub(crate) scope: Scope,
 }
 
 impl<'b, B: Backend, S: Shards<B>> Step<'b, B, S> {
-    /// A step over `backend` and `shards`.
-    pub(crate) fn new(backend: &'b B, shards: S, chain_prune_ms: u32) -> Self {
+    /// A step over `backend` and `shards`, whose trees' merge scope is `scope`. (A step made for
+    /// [`Scope::Global`] does nothing in trees split into domains: [`Outcome::Busy`].)
+    pub(crate) fn new(backend: &'b B, shards: S, chain_prune_ms: u32, scope: Scope) -> Self {
         Self {
             backend,
             shards,
             chain_prune_ms,
+            scope,
         }
     }
 
@@ -100,7 +106,26 @@ impl<'b, B: Backend, S: Shards<B>> Step<'b, B, S> {
     ///
     /// Where [`Trees::stable_first`] allows, step 3 goes before step 2, with the same result.
     /// Any thread may call it, for an item no other thread works on.
+    ///
+    /// The step is compiled twice: for [`Scope::Global`] without its domain code (one domain:
+    /// no page's domain is computed or tested, and pages are ordered and matched by checksum
+    /// and contents alone, as before merge domains existed), and for the scopes that split
+    /// pages into domains. So `global`, the default, pays nothing for them.
+    #[inline]
     pub(crate) fn cmp_and_merge(&mut self, item: Pin<&RmapItem<B>>, page: &B::Page<'_>) -> Outcome {
+        if self.scope.is_scoped() {
+            self.merge_in::<true>(item, page)
+        } else {
+            self.merge_in::<false>(item, page)
+        }
+    }
+
+    /// [`Step::cmp_and_merge`], with pages split into domains (`SCOPED`) or not.
+    fn merge_in<const SCOPED: bool>(
+        &mut self,
+        item: Pin<&RmapItem<B>>,
+        page: &B::Page<'_>,
+    ) -> Outcome {
         let b = self.backend;
         let from = item.shard();
         // A page that is not a KSM page is first looked up in the stable tree by the checksum its
@@ -118,12 +143,19 @@ impl<'b, B: Backend, S: Shards<B>> Step<'b, B, S> {
         // The page's merge domain, as it is now, under the trees' scope (every shard's).
         let (mut domain, mut scoped) = (0, false);
         let first = self.in_shard(from, |t, token| {
-            domain = b.domain(item.mapping(), t.scope);
-            scoped = t.scope.is_scoped();
-            match t.leave(b, token, item, page, domain) {
+            // Without domains, the trees must have none (see `Trees`); with them, a step in
+            // trees of `global` is merely slower.
+            if !SCOPED && t.scope().is_scoped() {
+                return First::Left(Left::Done(Outcome::Busy));
+            }
+            if SCOPED {
+                domain = b.domain(item.mapping(), t.scope());
+                scoped = t.scope().is_scoped();
+            }
+            match t.leave::<SCOPED>(b, token, item, page, domain) {
                 Left::Loose if first_try && t.stable_first(b, &item) => {
                     went_first = true;
-                    match t.look_stable(b, token, item, page, domain, true) {
+                    match t.look_stable::<SCOPED>(b, token, item, page, domain, true) {
                         // Nothing to merge into (its KSM page was locked, say): the gate still
                         // records a changed checksum, as C's would have first.
                         Looked::Joined(Joined::Done(outcome)) => First::Left(Left::Done(
@@ -134,7 +166,7 @@ impl<'b, B: Backend, S: Shards<B>> Step<'b, B, S> {
                         // The unstable lookup too by the recorded checksum; it runs the gate (a
                         // `Volatile` outcome is seen to below).
                         Looked::Missed(missed) => First::Left(Left::Done(
-                            t.join_unstable(b, token, item, page, missed, false),
+                            t.join_unstable::<SCOPED>(b, token, item, page, missed, false),
                         )),
                     }
                 }
@@ -146,7 +178,7 @@ impl<'b, B: Backend, S: Shards<B>> Step<'b, B, S> {
                 ) {
                     Some(outcome) => First::Left(Left::Done(outcome)),
                     None if shard_of(item.checksum(), count) == from => {
-                        First::Joined(t.join(b, token, item, page, domain, true))
+                        First::Joined(t.join::<SCOPED>(b, token, item, page, domain, true))
                     }
                     None => First::Left(Left::Loose),
                 },
@@ -202,12 +234,14 @@ impl<'b, B: Backend, S: Shards<B>> Step<'b, B, S> {
                     }
                 }
                 let i = step.shard_of(item.checksum());
-                step.in_shard(i, |t, token| t.join(b, token, item, page, domain, trust))
+                step.in_shard(i, |t, token| {
+                    t.join::<SCOPED>(b, token, item, page, domain, trust)
+                })
             },
             // The shard the lookup that found the KSM page ran in.
             |step, kpage| {
                 step.in_shard(item.shard(), |t, token| {
-                    t.append_merged(b, token, item, kpage, domain)
+                    t.append_merged::<SCOPED>(b, token, item, kpage, domain)
                 })
             },
         )

@@ -54,6 +54,13 @@ pub(crate) enum Outcome {
 
 /// The stable and unstable trees: one of each per NUMA node, or one of each for all nodes when
 /// `merge_across_nodes` is set.
+///
+/// # Invariants
+///
+/// With `scope` [`Scope::Global`], every stable node (in a tree or in `misplaced`) is of domain
+/// 0: the scope changes only while there is none ([`Trees::set_scope`]), and under
+/// [`Scope::Global`] every page is of domain 0 ([`Backend::domain`]). So the step may then order
+/// and match pages by checksum and contents alone (see [`crate::compare::Key`]).
 pub(crate) struct Trees<B: Backend> {
     stable: KVec<StableTree<B>>,
     unstable: KVec<UnstableTree<B>>,
@@ -72,8 +79,8 @@ pub(crate) struct Trees<B: Backend> {
     /// (`stable_node_chains_prune_millisecs`).
     pub(crate) chain_prune_ms: u32,
     /// What a page's merge domain is (`merge_scope`, see [`crate::domain`]). Set while the
-    /// stable trees are empty (see [`Trees::drain_for_knob`]); every shard has the same.
-    pub(crate) scope: Scope,
+    /// stable trees are empty ([`Trees::set_scope`]); every shard has the same.
+    scope: Scope,
     /// Nodes of KSM pages that migrated to another NUMA node and could not be put in that node's
     /// tree yet (C's `migrate_nodes`); tried again at each pass. Out of every tree, still the
     /// nodes of their pages. Keeps room for one more, so that a node taken out of a tree always
@@ -240,6 +247,29 @@ impl<B: Backend> Trees<B> {
         }
     }
 
+    /// What a page's merge domain is in these trees (`merge_scope`).
+    #[inline]
+    pub(crate) fn scope(&self) -> Scope {
+        self.scope
+    }
+
+    /// Whether the stable trees hold no node, and no node waits for one.
+    pub(crate) fn stable_is_empty(&self) -> bool {
+        self.misplaced.is_empty() && self.stable.iter().all(|t| t.is_empty())
+    }
+
+    /// Sets the merge scope, emptying the unstable trees (they were ordered by the old domains);
+    /// `EBUSY` while a stable node exists (see [`Trees::drain_for_knob`]), which would keep the
+    /// domain of the old scope.
+    pub(crate) fn set_scope(&mut self, scope: Scope) -> Result {
+        if !self.stable_is_empty() {
+            return Err(EBUSY);
+        }
+        self.reset_unstable();
+        self.scope = scope;
+        Ok(())
+    }
+
     /// Puts the nodes of migrated KSM pages that are out of every tree into the tree of their
     /// page's node (C's walk of `migrate_nodes` at the start of a pass); a node whose page is gone
     /// is freed.
@@ -282,7 +312,7 @@ impl<B: Backend> Trees<B> {
             return;
         }
         let bytes = page.bytes();
-        let key = Key::new(&bytes, tag.sum).in_domain(tag.domain);
+        let key = Key::<true>::new(&bytes, tag.sum, tag.domain);
         let Parts {
             stable,
             misplaced,

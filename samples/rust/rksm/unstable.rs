@@ -139,11 +139,14 @@ impl<B: Backend> UnstableTree<B> {
     /// Looks up the page `key` of `item` and inserts `item` if no equal page is in the tree (C's
     /// `unstable_tree_search_insert`), as `how` says (see [`Probe`]).
     ///
+    /// `SCOPED` is `how.scope`'s [`Scope::is_scoped`], or `true` (see [`crate::compare::Key`]):
+    /// without it the items' domains are not looked up.
+    ///
     /// `admit` runs when no equal page is found, before `item` is inserted, and says whether to
     /// insert it: a caller that looked the page up by the checksum its item recorded at the last
     /// visit, without taking it again, runs the volatility gate there (and an item whose
     /// checksum changed is not inserted: it was ordered by the old one).
-    pub(crate) fn search_insert<'a>(
+    pub(crate) fn search_insert<'a, const SCOPED: bool>(
         &'a mut self,
         backend: &'a B,
         item: Pin<&'a RmapItem<B>>,
@@ -164,13 +167,12 @@ impl<B: Backend> UnstableTree<B> {
         let was_empty = self.tree.is_empty();
         let key_bytes = key.bytes();
         let key_sum = item.checksum();
-        let scoped = scope.is_scoped();
         // The key's tag against an item's, in the order of `Tag`: the item's recorded checksum,
-        // then its domain now (0 without domains). The item's domain is looked up only when the
+        // then, with `SCOPED`, its domain now. The item's domain is looked up only when the
         // checksums are equal: at the one node of a descent, or the few, they do not decide.
         let cmp_tag = |node: &RmapItem<B>| {
             key_sum.cmp(&node.checksum()).then_with(|| {
-                if scoped {
+                if SCOPED {
                     domain.cmp(&backend.domain(node.mapping(), scope))
                 } else {
                     core::cmp::Ordering::Equal

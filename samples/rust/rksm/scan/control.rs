@@ -164,10 +164,17 @@ pub(crate) fn set_merge_scope(scope: Scope) -> Result {
     let index = Scope::ALL.iter().position(|s| *s == scope).unwrap_or(0) as u8;
     change_trees(
         || merge_scope() == scope,
-        |_| Ok(()),
+        |t| {
+            if t.stable_is_empty() {
+                Ok(())
+            } else {
+                Err(EBUSY)
+            }
+        },
+        // Cannot fail: every shard's stable trees are empty (checked just before, under the
+        // scan lock, which every change of the trees needs).
         |t, ()| {
-            t.reset_unstable();
-            t.scope = scope;
+            let _ = t.set_scope(scope);
         },
         || tunables::MERGE_SCOPE.store(index, Relaxed),
     )

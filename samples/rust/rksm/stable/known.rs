@@ -71,17 +71,17 @@ impl<B: Backend> StableTree<B> {
     /// that page. The descent passes nodes of other checksums by their checksum, and finds the
     /// page among the nodes of its checksum by frame; it compares contents only at a node of its
     /// checksum that is not the page's (none, unless checksums collide).
-    pub(crate) fn node_of_page<'a>(
+    pub(crate) fn node_of_page<'a, const SCOPED: bool>(
         &'a mut self,
         backend: &B,
         token: &B::Token,
-        key: &Key<'_>,
+        key: &Key<'_, SCOPED>,
         order: Order,
         kpage: &B::Page<'_>,
     ) -> Option<NodeRef<'a, B>> {
         let mut descent = Descent::new(self.floor, order);
         let (mut dup, mut found) = (None, false);
-        let pass = |node: &StableNode<B>| match key.tag().cmp(&node.tag()) {
+        let pass = |node: &StableNode<B>| match key.cmp_tag(&node.tag()) {
             _ if order != Order::Checksum => None,
             core::cmp::Ordering::Less => Some(Step::Left),
             core::cmp::Ordering::Greater => Some(Step::Right),

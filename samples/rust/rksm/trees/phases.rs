@@ -33,8 +33,9 @@ impl<B: Backend> Trees<B> {
     /// `item` is in (those of its shard): leaves a page already merged with its item's node alone,
     /// and otherwise takes the item out of its tree or node. `domain` is the page's merge domain
     /// now: a page merged in another domain (its process moved, say) leaves its node, and the
-    /// caller unmerges it ([`Left::Foreign`]).
-    pub(crate) fn leave(
+    /// caller unmerges it ([`Left::Foreign`]). Without `SCOPED` (the trees' scope is
+    /// [`Scope::Global`]: see [`Key`]) there is one domain, and nothing is foreign.
+    pub(crate) fn leave<const SCOPED: bool>(
         &mut self,
         backend: &B,
         token: &mut B::Token,
@@ -44,7 +45,7 @@ impl<B: Backend> Trees<B> {
     ) -> Left {
         if let Place::Stable(node) = item.place(token) {
             if backend.page_is(page, node) {
-                if node.domain() != domain {
+                if SCOPED && node.domain() != domain {
                     self.remove_item(backend, token, &item);
                     return Left::Foreign;
                 }
@@ -132,8 +133,8 @@ impl<B: Backend> Trees<B> {
     /// ([`Joined::Stable`], see [`join_merging`]), or else merges the page with an equal page of
     /// the unstable tree into a new KSM page, or puts it into the unstable tree
     /// ([`Trees::look_stable`], then [`Trees::join_unstable`]), among the pages of its merge
-    /// domain `domain`.
-    pub(crate) fn join<'b>(
+    /// domain `domain` (see [`Key`] for `SCOPED`).
+    pub(crate) fn join<'b, const SCOPED: bool>(
         &mut self,
         backend: &'b B,
         token: &mut B::Token,
@@ -142,22 +143,22 @@ impl<B: Backend> Trees<B> {
         domain: Domain,
         trust: bool,
     ) -> Joined<'b, B> {
-        match self.look_stable(backend, token, item, page, domain, trust) {
+        match self.look_stable::<SCOPED>(backend, token, item, page, domain, trust) {
             Looked::Joined(joined) => joined,
             Looked::Missed(missed) => {
-                Joined::Done(self.join_unstable(backend, token, item, page, missed, true))
+                Joined::Done(self.join_unstable::<SCOPED>(backend, token, item, page, missed, true))
             }
         }
     }
 
     /// Looks for a KSM page equal to `page`, the page of the loose `item`, in the stable tree
     /// of the page's NUMA node, among the pages of its merge domain `domain`, by the checksum the
-    /// item recorded (with the domain, the key of every lookup).
+    /// item recorded (with the domain, the key of every lookup; see [`Key`] for `SCOPED`).
     ///
     /// With `trust` (and [`Order::Checksum`]), the lookup takes a KSM page of that checksum
     /// without comparing them: the merge compares them once write-protected, and if they differ
     /// the caller looks again without `trust`.
-    pub(crate) fn look_stable<'b>(
+    pub(crate) fn look_stable<'b, const SCOPED: bool>(
         &mut self,
         backend: &'b B,
         token: &mut B::Token,
@@ -184,7 +185,7 @@ impl<B: Backend> Trees<B> {
         let bytes = page.bytes();
         // The checksum `admit` just recorded: the page's, unless it changed since (then, like a
         // change during a comparison, it may only make the lookups miss).
-        let key = Key::new(&bytes, item.checksum()).in_domain(domain);
+        let key = Key::<SCOPED>::new(&bytes, item.checksum(), domain);
         let last = stable.len() - 1;
         let elsewhere = |p: &B::Page<'_>| !across && backend.page_nid(p).min(last) != idx;
 
@@ -234,7 +235,8 @@ impl<B: Backend> Trees<B> {
     /// checksum and proven equal by the merge has that checksum, so the page has it too and
     /// would have passed the gate; C's lookup, after the gate, would have found an equal page
     /// too. A page that merges with a page of the unstable tree then needs no checksum.
-    pub(crate) fn join_unstable(
+    /// `SCOPED` is [`Trees::look_stable`]'s.
+    pub(crate) fn join_unstable<const SCOPED: bool>(
         &mut self,
         backend: &B,
         token: &mut B::Token,
@@ -256,7 +258,7 @@ impl<B: Backend> Trees<B> {
         // An item of the page's checksum is taken as the match without comparing, as in the
         // stable tree; if the merge finds the pages differ, the lookup is made again comparing
         // contents.
-        let mut step = UnstableStep {
+        let mut step = UnstableStep::<B, SCOPED> {
             tree: &mut unstable[idx],
             stable,
             // The page's place in the stable tree, where its node goes if it merges (the tree
@@ -280,8 +282,8 @@ impl<B: Backend> Trees<B> {
     /// KSM page [`Trees::join`] found in these trees), with the page locked so that the reverse
     /// map sees the node complete. If the node cannot take it any more (another scanner thread
     /// filled it meanwhile), the merge is undone and the page is tried again next pass. `domain`
-    /// is the one the lookup was made in, the node's.
-    pub(crate) fn append_merged(
+    /// is the one the lookup was made in, the node's (see [`Key`] for `SCOPED`).
+    pub(crate) fn append_merged<const SCOPED: bool>(
         &mut self,
         backend: &B,
         token: &mut B::Token,
@@ -294,7 +296,7 @@ impl<B: Backend> Trees<B> {
         let (order, max) = (self.order, self.max_page_sharing);
         let bytes = kpage.bytes();
         // The item's checksum is the node's: the lookup found the node among that checksum's.
-        let key = Key::new(&bytes, item.checksum()).in_domain(domain);
+        let key = Key::<SCOPED>::new(&bytes, item.checksum(), domain);
         let locked = backend.lock(kpage);
         let Self {
             stable, counters, ..
@@ -380,7 +382,7 @@ pub(crate) fn join_merging<'b, B: Backend, T>(
 }
 
 /// The unstable-tree step of [`Trees::join`], with the parts of the trees it works on.
-struct UnstableStep<'s, B: Backend> {
+struct UnstableStep<'s, B: Backend, const SCOPED: bool> {
     tree: &'s mut UnstableTree<B>,
     stable: &'s mut KVec<StableTree<B>>,
     /// Where the stable lookup of the page missed.
@@ -395,7 +397,7 @@ struct UnstableStep<'s, B: Backend> {
     scope: Scope,
 }
 
-impl<B: Backend> UnstableStep<'_, B> {
+impl<B: Backend, const SCOPED: bool> UnstableStep<'_, B, SCOPED> {
     /// Looks `page` up in the unstable tree, inserting its item if no equal page is there, and
     /// merges it with the match into a new KSM page (C's `unstable_tree_search_insert()`,
     /// `try_to_merge_two_pages()` and `stable_tree_insert()`). With `trust`, a match taken on
@@ -425,17 +427,18 @@ impl<B: Backend> UnstableStep<'_, B> {
             scope: self.scope,
             domain: self.domain,
         };
-        let hit = match self
-            .tree
-            .search_insert(backend, item, page, how, self.cx.stats, || {
-                turned_away = gate(gated);
-                turned_away.is_none()
-            }) {
-            Lookup::Inserted => return Outcome::Inserted,
-            Lookup::Declined => return turned_away.unwrap_or(Outcome::Missed),
-            Lookup::GaveUp => return gate(gated).unwrap_or(Outcome::Missed),
-            Lookup::Found(hit) => hit,
-        };
+        let hit =
+            match self
+                .tree
+                .search_insert::<SCOPED>(backend, item, page, how, self.cx.stats, || {
+                    turned_away = gate(gated);
+                    turned_away.is_none()
+                }) {
+                Lookup::Inserted => return Outcome::Inserted,
+                Lookup::Declined => return turned_away.unwrap_or(Outcome::Missed),
+                Lookup::GaveUp => return gate(gated).unwrap_or(Outcome::Missed),
+                Lookup::Found(hit) => hit,
+            };
         if backend
             .merge_pages(&item, page, hit.item(), &hit.page)
             .is_err()
@@ -464,7 +467,7 @@ impl<B: Backend> UnstableStep<'_, B> {
         // (as a change during a lookup may make C's miss), and lookups for the old ones compare
         // contents after a failed merge, as after a checksum collision: nothing merges wrongly.
         let bytes = page.bytes();
-        let key = Key::new(&bytes, item.checksum()).in_domain(self.domain);
+        let key = Key::<SCOPED>::new(&bytes, item.checksum(), self.domain);
         let locked = backend.lock(page);
         let at = if kidx == self.idx { self.at } else { None };
         let node = match self.stable[kidx].insert(&mut self.cx, &key, ksm, kidx, at) {
