@@ -427,18 +427,19 @@ impl<B: Backend, const SCOPED: bool> UnstableStep<'_, B, SCOPED> {
             scope: self.scope,
             domain: self.domain,
         };
-        let hit =
-            match self
-                .tree
-                .search_insert::<SCOPED>(backend, item, page, how, self.cx.stats, || {
-                    turned_away = gate(gated);
-                    turned_away.is_none()
-                }) {
-                Lookup::Inserted => return Outcome::Inserted,
-                Lookup::Declined => return turned_away.unwrap_or(Outcome::Missed),
-                Lookup::GaveUp => return gate(gated).unwrap_or(Outcome::Missed),
-                Lookup::Found(hit) => hit,
-            };
+        let admit = || {
+            turned_away = gate(gated);
+            turned_away.is_none()
+        };
+        let looked =
+            self.tree
+                .search_insert::<SCOPED>(backend, item, page, how, self.cx.stats, admit);
+        let hit = match looked {
+            Lookup::Inserted => return Outcome::Inserted,
+            Lookup::Declined => return turned_away.unwrap_or(Outcome::Missed),
+            Lookup::GaveUp => return gate(gated).unwrap_or(Outcome::Missed),
+            Lookup::Found(hit) => hit,
+        };
         if backend
             .merge_pages(&item, page, hit.item(), &hit.page)
             .is_err()
