@@ -249,8 +249,8 @@ fn chains_stay_within_domains() -> TestResult {
 }
 
 /// The step compiled for `merge_scope=global` (no domain code, see `Step::cmp_and_merge`) does
-/// nothing in trees split into domains: it would merge across them. Unguarded, it merges every
-/// contents' pages into one KSM page, as in the control above.
+/// nothing in trees split into domains, where it would merge across them. (Without the check,
+/// its first visit of each page went on: `Volatile`.)
 fn global_step_leaves_domains_alone() -> TestResult {
     let mut f = Fix::new(Scope::Mm, copies).check()?;
     for _ in 0..3 {
@@ -275,7 +275,7 @@ fn global_step_leaves_domains_alone() -> TestResult {
 }
 
 /// The scope changes only while the stable trees hold no node (their nodes keep the domains of
-/// the scope they were made in), and the change empties the unstable trees.
+/// the scope they were made in).
 fn scope_changes_only_when_stable_trees_are_empty() -> TestResult {
     let mut f = Fix::new(Scope::Mm, copies).check()?;
     f.settle();
