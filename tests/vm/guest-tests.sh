@@ -75,8 +75,12 @@ selftests() { # suite-name suffix
 	# that never change, so that ksmd merges some of the parent's pages within the two passes the
 	# child waits for, whatever its other pages do.
 	run "ksm_functional_tests$sfx" all 600 env KSM_SELFTEST_PAD="$pad" ./ksm_functional_tests
+	# ksm_functional_tests leaves use_zero_pages set (test_unmerge_zero_pages sets it): the
+	# suites after it run with the boot value, as the ones before it did.
+	echo "$zero_pages" > /sys/kernel/mm/ksm/use_zero_pages
 }
 pad=$(printf '%20480s' '' | tr ' ' K)
+zero_pages=$(cat /sys/kernel/mm/ksm/use_zero_pages)
 
 # rksm's own workloads: full merge, every byte back, COW privacy, unmerge.
 workloads() { # suite-name suffix
