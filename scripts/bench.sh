@@ -82,11 +82,12 @@ if [ $native = 1 ]; then
 			cat "$B/um/bench-$k-$rep/output.log"
 		done
 	done
-	# Lookups alone, at native memory speed: KUnit rksm_lookup on the native rksm kernel.
+	# Lookups alone, at native memory speed: KUnit rksm_lookup and rksm_lookup_large on the
+	# native rksm kernel.
 	for rep in 1 2 3; do
 		say "native lookups (KUnit rksm_lookup), boot $rep of 3"
 		KSM=rust UM_RUN=$B/um/bench-lookups-$rep QUIET=1 CMD=true \
-			APPEND="kunit.enable=1 kunit.filter_glob=rksm_lookup" "$PROJECT/scripts/um.sh" ||
+			APPEND="kunit.enable=1 kunit.filter_glob=rksm_lookup*" "$PROJECT/scripts/um.sh" ||
 			die "the lookup benchmark failed (build/um/bench-lookups-$rep/)"
 	done
 fi

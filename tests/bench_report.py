@@ -185,8 +185,8 @@ def plot(columns, path):
     return True
 
 
-SPLIT = re.compile(r"rksm_lookup: (\w+) split c_hit_ns=(\d+) c_miss_ns=(\d+) rksm_hit_ns=(\d+) "
-                   r"rksm_miss_ns=(\d+)")
+SPLIT = re.compile(r"rksm_lookup: (\w+) split pages=(\d+) c_hit_ns=(\d+) c_miss_ns=(\d+) "
+                   r"rksm_hit_ns=(\d+) rksm_miss_ns=(\d+)")
 PRIMITIVES = re.compile(r"rksm_lookup: primitives pages=(\d+) checksum_ns=(\d+) "
                         r"xxhash64_ns=(\d+) compare_ns=(\d+) memcmp_ns=(\d+)")
 LOOKUP = re.compile(r"rksm_lookup: (\w+) pages=(\d+) c_ns=(\d+) c_bytes=(\d+) rksm_ns=(\d+) "
@@ -195,26 +195,27 @@ LOOKUP = re.compile(r"rksm_lookup: (\w+) pages=(\d+) c_ns=(\d+) c_bytes=(\d+) rk
 
 def lookups(logs):
     """The native lookup benchmark: per contents, C's order against rksm's, median over boots.
-    A boot counts only if every rksm_lookup case passed (each lookup's answer was checked)."""
+    A boot counts only if every rksm_lookup case passed (each lookup's answer was checked).
+    Rows are per contents and tree size (rksm_lookup_large's trees are beyond any cache)."""
     runs = {}
     bad = []
     for log in logs:
         text = open(log, errors="replace").read()
-        if re.search(r"^\s*not ok \d+ ", text, re.M) or not re.search(r"^ok \d+ rksm_lookup", text,
-                                                                     re.M):
+        if re.search(r"^\s*not ok \d+ ", text, re.M) or not all(
+                re.search(r"^ok \d+ %s\s*$" % suite, text, re.M)
+                for suite in ("rksm_lookup", "rksm_lookup_large")):
             bad.append(log)
             continue
         for m in LOOKUP.finditer(text):
-            runs.setdefault(m.group(1), []).append([int(x) for x in m.groups()[1:]])
+            runs.setdefault((m.group(1), int(m.group(2))), []).append([int(x) for x in m.groups()[1:]])
     print()
     print("%-8s %6s %5s %14s %14s %14s %14s %9s %13s"
           % ("contents", "pages", "boots", "C order ns", "C bytes", "rksm ns", "rksm bytes",
              "C/rksm", "(boots' range)"))
     summary = []
-    for w in ("best", "worst", "prefix"):
-        rs = runs.get(w, [])
-        if not rs:
-            continue
+    order = ("best", "worst", "prefix")
+    for w, pages in sorted(runs, key=lambda k: (k[1], order.index(k[0]) if k[0] in order else 9)):
+        rs = runs[(w, pages)]
         ratios = [r[1] / r[3] for r in rs if r[3]]
         row = {"contents": w, "pages": rs[0][0], "boots": len(rs),
                "c_ns": statistics.median(r[1] for r in rs),
@@ -234,20 +235,21 @@ def lookups(logs):
         if log in bad:
             continue
         for m in SPLIT.finditer(open(log, errors="replace").read()):
-            split.setdefault(m.group(1), []).append([int(x) for x in m.groups()[1:]])
+            split.setdefault((m.group(1), int(m.group(2))), []).append(
+                [int(x) for x in m.groups()[2:]])
     if split:
         print()
-        print("%-8s %5s %11s %11s %9s %11s %11s %9s"
-              % ("contents", "boots", "C hit ns", "rksm hit", "C/rksm", "C miss ns", "rksm miss",
-                 "C/rksm"))
-    for w, rs in split.items():
+        print("%-8s %6s %5s %11s %11s %9s %11s %11s %9s"
+              % ("contents", "pages", "boots", "C hit ns", "rksm hit", "C/rksm", "C miss ns",
+                 "rksm miss", "C/rksm"))
+    for (w, pages), rs in sorted(split.items(), key=lambda kv: kv[0][1]):
         med = [statistics.median(r[k] for r in rs) for k in range(4)]
         hit = statistics.median(r[0] / r[2] for r in rs if r[2])
         miss = statistics.median(r[1] / r[3] for r in rs if r[3])
-        print("%-8s %5d %11.0f %11.0f %8.2fx %11.0f %11.0f %8.2fx"
-              % (w, len(rs), med[0], med[2], hit, med[1], med[3], miss))
+        print("%-8s %6d %5d %11.0f %11.0f %8.2fx %11.0f %11.0f %8.2fx"
+              % (w, pages, len(rs), med[0], med[2], hit, med[1], med[3], miss))
         for row in summary:
-            if row["contents"] == w:
+            if row["contents"] == w and row["pages"] == pages:
                 row.update({"c_hit_ns": med[0], "c_miss_ns": med[1], "rksm_hit_ns": med[2],
                             "rksm_miss_ns": med[3], "hit_ratio": hit, "miss_ratio": miss})
     if split:
