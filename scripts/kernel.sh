@@ -40,10 +40,19 @@ tree_map() {
 		sed 's|^tests/kunit/\(.*\)|& samples/rust/rksm/kunit/\1|' || true)
 }
 
+# The alignment of loops, in bytes, that a kernel is built with (see build()): 64 for the
+# kernels that make bench times (bench, and um: the native ones), the compilers' default
+# elsewhere; LOOP_ALIGN sets it for any flavour (1: the default).
+loop_align() {
+	local a=${LOOP_ALIGN:-}
+	[ -z "$a" ] && { [ "$FLAVOR" = bench ] || [ "$FLAVOR" = um ]; } && a=64
+	echo "${a:-1}"
+}
+
 inputs_hash() {
 	{
 		stat -c '%n %s %Y' "$TARBALL"
-		echo "$KSM $FLAVOR ${CLIPPY:-0}"
+		echo "$KSM $FLAVOR ${CLIPPY:-0} $(loop_align)"
 		cd "$PROJECT"
 		tree_map | while read -r p _; do sha256sum "$p"; done
 		sha256sum kernel/config/* kernel/patches/* scripts/kernel.sh scripts/lib.sh
@@ -136,9 +145,13 @@ build() {
 	# straddles a 4 KiB page cannot chain its translation blocks, and a hot loop that does runs
 	# about half as fast (measured: rksm's page checksum loop, 1.5 us against 2.9 us per page
 	# depending on where the link put it); the kernel's default alignment of loops (1 byte)
-	# would make each kernel's speed depend on where its hot loops happen to fall.
+	# would make each kernel's speed depend on where its hot loops happen to fall. The native
+	# (um) kernels do the same: there it left rksm's speed as it was and made C KSM's worst case
+	# faster (Documentation/mm/rksm.rst, "Native timings").
 	local align=() target=bzImage image=arch/x86/boot/bzImage out=bzImage-$NAME
-	[ "$FLAVOR" = bench ] && align=(KCFLAGS=-falign-loops=64 KRUSTFLAGS=-Cllvm-args=-align-loops=64)
+	local a
+	a=$(loop_align)
+	[ "$a" != 1 ] && align=(KCFLAGS=-falign-loops=$a KRUSTFLAGS=-Cllvm-args=-align-loops=$a)
 	[ "$FLAVOR" = um ] && target=linux image=linux out=linux-$NAME
 	kmake -j"$(nproc)" ${CLIPPY:+CLIPPY=1} "${align[@]}" $target > "$log" 2>&1 &
 	local pid=$!

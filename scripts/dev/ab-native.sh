@@ -4,6 +4,7 @@
 # rotates; prints per workload and image the median MiB/s and, against the first image, the
 # median of the per-turn ratios and their range.
 #   IMAGES="build/ab/um/A build/ab/um/B" ROUNDS=5 scripts/dev/ab-native.sh
+# KSM=c compares C KSM images (default: rksm).
 # An old source gets a UML kernel from a worktree with kernel/config/um.config, patches 0006 and
 # 0007 and today's scripts/kernel.sh, um.sh and lib.sh copied in (FLAVOR=um KSM=rust).
 set -euo pipefail
@@ -18,8 +19,8 @@ for r in $(seq "$ROUNDS"); do
 	for k in $(seq 0 $((n - 1))); do
 		i=$(((k + r) % n))
 		say "turn $r/$ROUNDS: image $i ($(basename "${imgs[$i]}"))"
-		KSM=rust KERNEL=${imgs[$i]} UM_RUN=$out/run QUIET=1 \
-			CMD="python3 $PROJECT/tests/vm/ksmbench.py --impl rust --out $out/img$i-$r.jsonl \
+		KSM=${KSM:-rust} KERNEL=${imgs[$i]} UM_RUN=$out/run QUIET=1 \
+			CMD="python3 $PROJECT/tests/vm/ksmbench.py --impl ${KSM:-rust} --out $out/img$i-$r.jsonl \
 --mib ${MIB:-256} --procs 2 --modes ${MODES:-best,worst,prefix} --threads 1 --reps 1 \
 --first-rep $((r - 1)) --parts ksmpages" "$PROJECT/scripts/um.sh" >/dev/null ||
 			die "turn $r, image $i failed ($out/run)"

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Development tool: where a native ksmpages run's time goes. Boots a User-Mode Linux kernel
+# (FLAVOR=um) under host `perf record` (1999 Hz), runs one workload (2 x MIB MiB, ksmd at full
+# speed, one thread, every byte verified), and prints the UML kernel thread's samples in the
+# 50 ms windows where KSM code ran: symbols, and the host kernel's share (UML's own costs:
+# system calls that change the host's mappings, ptrace, switches).
+#   KSM=rust MODE=best scripts/dev/um-profile.sh      (KERNEL= another image)
+set -euo pipefail
+. "$(dirname "$0")/../lib.sh"
+KSM=${KSM:-rust}
+MODE=${MODE:-worst}
+kernel=$(realpath "${KERNEL:-$B/linux-um-$KSM}")
+out=$B/um/prof-$KSM-$MODE
+mkdir -p "$B/um"
+say "perf record of $(basename "$kernel"): $MODE, 2 x ${MIB:-256} MiB"
+perf record -q -F 1999 -o "$out.data" -- env KSM="$KSM" KERNEL="$kernel" UM_RUN="$B/um/prof-run" \
+	QUIET=1 CMD="python3 $PROJECT/tests/vm/ksmbench.py --impl $KSM --out $out.jsonl \
+--mib ${MIB:-256} --procs 2 --modes $MODE --threads 1 --reps 1 --parts ksmpages" \
+	"$PROJECT/scripts/um.sh" > /dev/null
+perf script -i "$out.data" -F tid,time,dso,sym 2> /dev/null > "$out.script"
+python3 - "$out.script" "$(basename "$kernel")" "$out.jsonl" <<'PY' | tee "$out.txt"
+import collections, json, re, sys
+script, image, results = sys.argv[1:]
+line_re = re.compile(r"^\s*(\d+)\s+([\d.]+):\s+(.*?)\s+\((.*)\)\s*$")
+samples = []
+for line in open(script, errors="replace"):
+    m = line_re.match(line)
+    if m:
+        tid, t, sym, dso = int(m.group(1)), float(m.group(2)), m.group(3), m.group(4)
+        samples.append((tid, t, sym.split("+")[0], dso.rsplit("/", 1)[-1]))
+own = collections.Counter(s[0] for s in samples if s[3] == image)
+main = own.most_common(1)[0][0]
+ksm = re.compile(r"rksm|ksm", re.I)
+windows = {int(t / 0.05) for tid, t, sym, dso in samples if tid == main and ksm.search(sym)}
+chosen = [s for s in samples if s[0] == main and int(s[1] / 0.05) in windows]
+by_sym = collections.Counter()
+host = 0
+for tid, t, sym, dso in chosen:
+    if dso == image:
+        by_sym[re.sub(r"^_R\w*?rksm\w*?(\d+)", "", sym)[:70]] += 1
+    else:
+        host += 1
+n = len(chosen)
+rate = [json.loads(l)["mib_per_s"] for l in open(results)]
+print("%s, %s: %.0f MiB/s; sampled %.2f s in %d windows; host kernel %.1f%%"
+      % (image, sys.argv[3].rsplit("-", 1)[-1][:-6], rate[0], n / 1999, len(windows),
+         100 * host / max(n, 1)))
+for sym, k in by_sym.most_common(25):
+    print("  %5.1f%%  %s" % (100 * k / n, sym))
+PY
