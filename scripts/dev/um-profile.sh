@@ -17,11 +17,11 @@ perf record -q -F 1999 -o "$out.data" -- env KSM="$KSM" KERNEL="$kernel" UM_RUN=
 	QUIET=1 CMD="python3 $PROJECT/tests/vm/ksmbench.py --impl $KSM --out $out.jsonl \
 --mib ${MIB:-256} --procs 2 --modes $MODE --threads 1 --reps 1 --parts ksmpages" \
 	"$PROJECT/scripts/um.sh" > /dev/null
-perf script -i "$out.data" -F tid,time,dso,sym 2> /dev/null > "$out.script"
-python3 - "$out.script" "$(basename "$kernel")" "$out.jsonl" <<'PY' | tee "$out.txt"
+perf script -i "$out.data" -F tid,time,ip,sym,dso 2> /dev/null > "$out.script"
+python3 - "$out.script" "$(basename "$kernel")" "$out.jsonl" "$MODE" <<'PY' | tee "$out.txt"
 import collections, json, re, sys
-script, image, results = sys.argv[1:]
-line_re = re.compile(r"^\s*(\d+)\s+([\d.]+):\s+(.*?)\s+\((.*)\)\s*$")
+script, image, results, mode = sys.argv[1:]
+line_re = re.compile(r"^\s*(\d+)\s+([\d.]+):\s+[0-9a-f]+\s+(.*?)\s+\((.*)\)\s*$")
 samples = []
 for line in open(script, errors="replace"):
     m = line_re.match(line)
@@ -43,7 +43,7 @@ for tid, t, sym, dso in chosen:
 n = len(chosen)
 rate = [json.loads(l)["mib_per_s"] for l in open(results)]
 print("%s, %s: %.0f MiB/s; sampled %.2f s in %d windows; host kernel %.1f%%"
-      % (image, sys.argv[3].rsplit("-", 1)[-1][:-6], rate[0], n / 1999, len(windows),
+      % (image, mode, rate[0], n / 1999, len(windows),
          100 * host / max(n, 1)))
 for sym, k in by_sym.most_common(25):
     print("  %5.1f%%  %s" % (100 * k / n, sym))
