@@ -207,14 +207,15 @@ def lookups(logs):
             bad.append(log)
             continue
         for m in LOOKUP.finditer(text):
-            runs.setdefault((m.group(1), int(m.group(2))), []).append([int(x) for x in m.groups()[1:]])
+            runs.setdefault((m.group(1), int(m.group(2))), []).append(
+                [int(x) for x in m.groups()[1:]])
     print()
     print("%-8s %6s %5s %14s %14s %14s %14s %9s %13s"
           % ("contents", "pages", "boots", "C order ns", "C bytes", "rksm ns", "rksm bytes",
              "C/rksm", "(boots' range)"))
     summary = []
     order = ("best", "worst", "prefix")
-    for w, pages in sorted(runs, key=lambda k: (k[1], order.index(k[0]) if k[0] in order else 9)):
+    for w, pages in sorted(runs, key=lambda k: (k[1], order.index(k[0]))):
         rs = runs[(w, pages)]
         ratios = [r[1] / r[3] for r in rs if r[3]]
         row = {"contents": w, "pages": rs[0][0], "boots": len(rs),
