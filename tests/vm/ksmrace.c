@@ -964,11 +964,14 @@ static void scenario_offline(double budget)
  * time by `tol`, the rounding (the passes' seconds reported, in units) and `edge`, 100 ms either
  * way (clock ticks, the passes' edges), and above it by 10% and `tol`. The helpers must have
  * spent more than `tol` and `edge`, so that a sum without their time (spent - helped, give or
- * take the same) cannot pass. They work in the first passes: then the advisor shrinks
- * pages_to_scan until a pass takes its target of a second, and batches become too small to
- * share (rksm's SHARED_BATCH); the figures are in commit 259c25f's message.
+ * take the same) cannot pass. They share a batch only of SHARED_BATCH pages or more, so ksmd
+ * sleeps 20 ms after each pages_to_scan: a pass of a second then takes about 50 wake-ups, of
+ * hundreds of pages each. (Without sleeps a pass took a fraction of a second, reported as one,
+ * and the advisor shrank pages_to_scan, pass by pass, below what the helpers share: see the
+ * commit that brought the sleep.)
  */
-#define ADV_PAGES 16384
+#define ADV_PAGES 32768
+#define ADV_SLEEP_MS 20
 #define TRACING "/sys/kernel/tracing/"
 
 /* CPU time of every scanner thread in clock ticks; `helpers` gets that of ksmd/N alone. */
@@ -1062,7 +1065,7 @@ static void scenario_advisor(double budget)
 	set_knob("run", 2);
 	if (threads > 0)
 		set_knob("scan_threads", 2);
-	set_knob("sleep_millisecs", 0);
+	set_knob("sleep_millisecs", ADV_SLEEP_MS);
 	write_str(KSM "advisor_mode", "scan-time");
 	set_knob("advisor_target_scan_time", 1);
 	mode_ok = access(KSM "advisor_mode", W_OK) == 0;
