@@ -16,7 +16,7 @@ DURATION=${DURATION:-240}
 command -v stress-ng > /dev/null || apt-get install -y stress-ng > /dev/null
 image=$B/bzImage-$KSM
 [ "$FLAVOR" = test ] || image=$B/bzImage-$FLAVOR-$KSM
-[ -e "$image" ] || FLAVOR=$FLAVOR KSM=$KSM "$PROJECT/scripts/kernel.sh"
+FLAVOR=$FLAVOR KSM=$KSM "$PROJECT/scripts/kernel.sh"
 out=$B/stress-ng/$KSM-$FLAVOR
 rm -rf "$out"
 mkdir -p "$out"
@@ -49,6 +49,7 @@ EOF
 say "stress-ng on $(basename "$image"): ${DURATION} s of stressors, 60 s of zero-one"
 KSM=$KSM KERNEL=$image VM_RUN=$B/vm/stress-ng-$KSM TIMEOUT=$((DURATION * 4 + 900)) \
 	CMD="sh $out/guest.sh $out $DURATION" "$PROJECT/scripts/vm.sh"
+[ -s "$out/rc" ] && [ -s "$out/left" ] || die "stress-ng: the guest did not finish (logs in $out)"
 most=$(sort -n "$out/ksm.log" | tail -1)
 printf '%-50s %s\n' "most pages_sharing (shared, unshared, full_scans)" "$most" \
 	"full_scans at the end" "$(tail -1 "$out/ksm.log" | cut -d" " -f4)"
