@@ -9,20 +9,17 @@
 #include <linux/list.h>
 #include <linux/mm.h>
 #include <linux/sched.h>
+#include <linux/swap.h>
+#include <linux/swapops.h>
 #include <linux/vmstat.h>
 #include <trace/events/ksm.h>
 
 /*
- * mm_find_pmd() (mm/rmap.c), folio_anon_vma() (mm/util.c), and task_early_kill() and
+ * folio_anon_vma() (mm/util.c), and task_early_kill() and
  * add_to_kill_ksm() (mm/memory-failure.c) are declared only in mm/internal.h, for the rest of
  * mm/ such as KSM: no include/ header has them, so bindgen cannot see them.
  */
 #include "../../mm/internal.h"
-
-pmd_t *rust_helper_mm_find_pmd(struct mm_struct *mm, unsigned long address)
-{
-	return mm_find_pmd(mm, address);
-}
 
 struct anon_vma *rust_helper_folio_anon_vma(struct folio *folio)
 {
@@ -71,6 +68,37 @@ void rust_helper_ksm_map_zero_page(struct mm_struct *mm)
 bool rust_helper_is_ksm_zero_pte(pte_t pte)
 {
 	return is_ksm_zero_pte(pte);
+}
+
+/*
+ * The index of the first of the `nr` entries from `pte`, the entry of `addr` in a page table the
+ * caller has mapped and locked, that maps a small KSM folio (or is a migration entry of one: it
+ * stays a KSM folio) or a zero page that KSM mapped: what break_ksm() must break; `nr` if none
+ * does. One call for a run of entries, as rust_helper_next_anon_page_get() for the scan.
+ */
+unsigned int rust_helper_next_ksm_pte(struct vm_area_struct *vma, unsigned long addr, pte_t *pte,
+				      unsigned int nr)
+{
+	unsigned int i;
+
+	for (i = 0; i < nr; i++, addr += PAGE_SIZE) {
+		pte_t entry = ptep_get(pte + i);
+		struct folio *folio = NULL;
+
+		if (pte_present(entry)) {
+			if (is_ksm_zero_pte(entry))
+				return i;
+			folio = vm_normal_folio(vma, addr, entry);
+		} else if (!pte_none(entry)) {
+			swp_entry_t swp = pte_to_swp_entry(entry);
+
+			if (is_migration_entry(swp))
+				folio = pfn_swap_entry_folio(swp);
+		}
+		if (folio && !folio_test_large(folio) && folio_test_ksm(folio))
+			return i;
+	}
+	return nr;
 }
 
 pte_t rust_helper_ksm_zero_pte(unsigned long pfn, pgprot_t prot)

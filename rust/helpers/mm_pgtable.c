@@ -96,36 +96,41 @@ bool rust_helper_pmd_maps_pte_table(pmd_t *pmd)
 	return pmd_present(pmde) && !pmd_trans_huge(pmde);
 }
 
-/* Whether `pmd` (read locklessly) is empty. */
-bool rust_helper_pmd_none_lockless(pmd_t *pmd)
-{
-	return pmd_none(pmdp_get_lockless(pmd));
-}
-
 /*
- * The page that `pte` maps at `addr` of `vma` if it is an ordinary anonymous page (not device
- * memory, not the zero page), with a reference taken on its folio, put in `*foliop`; NULL
- * otherwise. What KSM's scan takes of each entry (as folio_walk_start() with no flags, then the
- * checks of scan_get_next_rmap_item()), as one call: Rust cannot inline the C functions it is
- * made of, and it runs for every page scanned. The caller holds the page table lock.
+ * The first of the `nr` entries from `pte`, the entry of `addr` in a page table the caller has
+ * mapped and locked, that maps an ordinary anonymous page (not device memory, not the zero page):
+ * that page, with a reference taken on its folio, put in `*foliop`, and its entry's index in
+ * `*idx`; NULL, with `*idx` set to `nr`, if none does. What KSM's scan takes of each entry (as
+ * folio_walk_start() with no flags, then the checks of scan_get_next_rmap_item()), over a run of
+ * entries in one call: Rust cannot inline the C functions it is made of, and a call per entry,
+ * empty or not, would cost the scan more than the reading of the table.
  */
-struct page *rust_helper_vm_normal_anon_page_get(struct vm_area_struct *vma, unsigned long addr,
-						 pte_t pte, struct folio **foliop)
+struct page *rust_helper_next_anon_page_get(struct vm_area_struct *vma, unsigned long addr,
+					    pte_t *pte, unsigned int nr, unsigned int *idx,
+					    struct folio **foliop)
 {
-	struct folio *folio;
-	struct page *page;
+	unsigned int i;
 
-	if (!pte_present(pte))
-		return NULL;
-	page = vm_normal_page(vma, addr, pte);
-	if (!page)
-		return NULL;
-	folio = page_folio(page);
-	if (folio_is_zone_device(folio) || !folio_test_anon(folio))
-		return NULL;
-	folio_get(folio);
-	*foliop = folio;
-	return page;
+	for (i = 0; i < nr; i++, addr += PAGE_SIZE) {
+		pte_t entry = ptep_get(pte + i);
+		struct folio *folio;
+		struct page *page;
+
+		if (!pte_present(entry))
+			continue;
+		page = vm_normal_page(vma, addr, entry);
+		if (!page)
+			continue;
+		folio = page_folio(page);
+		if (folio_is_zone_device(folio) || !folio_test_anon(folio))
+			continue;
+		folio_get(folio);
+		*foliop = folio;
+		*idx = i;
+		return page;
+	}
+	*idx = nr;
+	return NULL;
 }
 
 pte_t *rust_helper_pte_offset_map_lock(struct mm_struct *mm, pmd_t *pmd, unsigned long addr,

@@ -431,15 +431,66 @@ pub fn anon_page_at(vma: &VmArea, addr: usize) -> Option<HeldPage> {
     }
 }
 
+/// The callback of a [`walk_tables`]: given a page middle directory entry that is not empty and
+/// the range `[start, end)` of the area it covers, it returns `true` to stop the walk there.
+type TableFn<'f> = dyn FnMut(*mut bindings::pmd_t, usize, usize) -> bool + 'f;
+
+/// `walk_page_range_vma()`'s `pmd_entry` for [`walk_tables`].
+///
+/// # Safety
+///
+/// Called by the kernel's page walker only, with the `private` that [`walk_tables`] gave it.
+unsafe extern "C" fn walk_tables_entry(
+    pmd: *mut bindings::pmd_t,
+    addr: usize,
+    next: usize,
+    walk: *mut bindings::mm_walk,
+) -> core::ffi::c_int {
+    // SAFETY: `walk` is the walker's own state; its `private` is the `&mut &mut TableFn` that
+    // `walk_tables` passed, which outlives the walk and is used by nobody else meanwhile.
+    let f = unsafe { &mut *((*walk).private as *mut &mut TableFn<'_>) };
+    core::ffi::c_int::from(f(pmd, addr, next))
+}
+
+/// The page walker's operations for [`walk_tables`]: a PMD callback, under the mmap lock held
+/// for reading at least.
+static WALK_TABLES: bindings::mm_walk_ops = bindings::mm_walk_ops {
+    pmd_entry: Some(walk_tables_entry),
+    walk_lock: bindings::page_walk_lock_PGWALK_RDLOCK,
+    // SAFETY: All zeroes is a valid `mm_walk_ops`: no other callback.
+    ..unsafe { MaybeUninit::zeroed().assume_init() }
+};
+
+/// Walks the page tables that map `[start, end)` of `vma`, calling `f` for each page middle
+/// directory entry that is not empty (a page table, a huge page, or a migration entry of one)
+/// with the part of the range it covers, until `f` returns `true`; returns whether it did. The
+/// kernel's page walker (`walk_page_range_vma()`) skips empty entries at every level, so a walk
+/// costs what the range maps, not what it spans: a sparse terabyte is a few steps. The range is
+/// in the area, and `vma` shows that the caller holds its mmap lock, which keeps its tables.
+fn walk_tables(vma: &VmArea, start: usize, end: usize, f: &mut TableFn<'_>) -> bool {
+    if start >= end {
+        return false;
+    }
+    let mut f = f;
+    let private = (&mut f as *mut &mut TableFn<'_>).cast();
+    // SAFETY: The area is valid and its mmap lock held (type invariant of `VmArea`), as
+    // `PGWALK_RDLOCK` asks; `[start, end)` is in the area (callers cut it to the area, and the
+    // walker checks it again); `private` is what `walk_tables_entry` expects, valid for the walk.
+    let ret = unsafe {
+        bindings::walk_page_range_vma(vma.as_raw(), start as _, end as _, &WALK_TABLES, private)
+    };
+    ret > 0
+}
+
 /// Collects the anonymous pages mapped in `vma` from `addr` up to `end` that are candidates for
 /// KSM (as [`anon_page_at`] takes them), each with a reference and its address, into `out` until
 /// it holds `max` of them (or is full); returns the address after the last one looked at (`end`
 /// if every one was). Only addresses in the area are looked at: the range is cut to it. `vma`
 /// shows that the caller holds the area's mmap lock.
 ///
-/// The entries of one page table are read under one hold of its lock, where C's scan walks the
-/// page tables from the top, and takes the lock, for every address; a range mapped by a huge
-/// page is taken one page at a time, as C does.
+/// Only the page tables that are mapped are visited ([`walk_tables`]), and the entries of one
+/// page table are read under one hold of its lock, where C's scan takes the lock again for every
+/// page it returns; a range mapped by a huge page is taken one page at a time, as C does.
 pub fn anon_pages(
     vma: &VmArea,
     addr: usize,
@@ -449,23 +500,18 @@ pub fn anon_pages(
 ) -> usize {
     let mm = vma.mm();
     // The mmap lock keeps the page tables of the area's range only.
-    let mut addr = addr.max(vma.start());
+    let start = addr.max(vma.start());
     let end = end.min(vma.end());
-    let pmd_size = 1usize << bindings::PMD_SHIFT;
     let max = max.min(out.capacity());
-    while addr < end && out.len() < max {
-        let stop = ((addr | (pmd_size - 1)) + 1).min(end);
-        // SAFETY: The mm is valid and its mmap lock held (type invariant of `VmArea`).
-        let pmd = unsafe { bindings::mm_find_pmd(mm.as_raw(), addr as _) };
-        // SAFETY: `pmd` is an entry of this mm's tables for `addr`, in the area, which the mmap
-        // lock keeps.
-        if pmd.is_null() || unsafe { bindings::pmd_none_lockless(pmd) } {
-            addr = stop;
-            continue;
-        }
+    if out.len() >= max {
+        return start;
+    }
+    let mut stopped = end;
+    walk_tables(vma, start, end, &mut |pmd, mut addr, stop| {
         let mut ptl: *mut bindings::spinlock_t = ptr::null_mut();
-        // SAFETY: As above, `pmd` is an entry of this mm's tables; the function checks that it
-        // maps a page table, and on success maps it and locks it.
+        // SAFETY: The walker gives `pmd`, an entry of this mm's tables for `addr` in the area,
+        // which the mmap lock keeps; the helper checks that it maps a page table, and on success
+        // maps it and locks it.
         let table = if unsafe { bindings::pmd_maps_pte_table(pmd) } {
             // SAFETY: As above.
             unsafe { bindings::pte_offset_map_lock(mm.as_raw(), pmd, addr as _, &mut ptl) }
@@ -480,36 +526,102 @@ pub fn anon_pages(
                 }
                 addr += PAGE_SIZE;
             }
-            continue;
-        }
-        let mut pte = table;
-        while addr < stop && out.len() < max {
-            let mut folio = ptr::null_mut();
-            // SAFETY: `pte` is the entry of `addr` in the table mapped and locked above (`addr`
-            // stays within the range the table maps); the area is valid, its mmap lock held.
-            let page = unsafe {
-                bindings::vm_normal_anon_page_get(
-                    vma.as_raw(),
-                    addr as _,
-                    bindings::ptep_get(pte),
-                    &mut folio,
-                )
-            };
-            if let (Some(page), Some(folio)) = (NonNull::new(page), NonNull::new(folio)) {
-                // SAFETY: The helper took a reference on `folio`, the page's folio, handed over
-                // here.
-                let held = unsafe { HeldPage::from_raw(page, folio) };
-                // Cannot fail: there is room (checked above).
-                let _ = out.push_within_capacity((addr, held));
+        } else {
+            let mut pte = table;
+            while addr < stop && out.len() < max {
+                let nr = ((stop - addr) / PAGE_SIZE) as u32;
+                let (mut idx, mut folio) = (0u32, ptr::null_mut());
+                // SAFETY: `pte` is the entry of `addr` in the table mapped and locked above, and
+                // the `nr` entries from it are in that table (`stop` is the end of the range it
+                // maps); the area is valid, its mmap lock held.
+                let page = unsafe {
+                    bindings::next_anon_page_get(
+                        vma.as_raw(),
+                        addr as _,
+                        pte,
+                        nr,
+                        &mut idx,
+                        &mut folio,
+                    )
+                };
+                // The entries before `idx` map no candidate; entry `idx`, if found, does.
+                let mut step = idx.min(nr) as usize;
+                if let (Some(page), Some(folio)) = (NonNull::new(page), NonNull::new(folio)) {
+                    // SAFETY: The helper took a reference on `folio`, the folio of `page`, which
+                    // entry `idx` maps, handed over here.
+                    let held = unsafe { HeldPage::from_raw(page, folio) };
+                    // Cannot fail: there is room (checked above).
+                    let _ = out.push_within_capacity((addr + step * PAGE_SIZE, held));
+                    step += 1;
+                }
+                addr += step * PAGE_SIZE;
+                // SAFETY: Still within the table, or one past its last entry (not dereferenced).
+                pte = unsafe { pte.add(step) };
             }
-            addr += PAGE_SIZE;
-            // SAFETY: Still within the table, or one past its last entry (not dereferenced).
-            pte = unsafe { pte.add(1) };
+            // SAFETY: Mapped and locked above.
+            unsafe { bindings::pte_unmap_unlock(table, ptl) };
         }
-        // SAFETY: Mapped and locked above.
-        unsafe { bindings::pte_unmap_unlock(table, ptl) };
+        let full = out.len() >= max;
+        if full {
+            stopped = addr;
+        }
+        full
+    });
+    stopped
+}
+
+/// What [`next_ksm_page`] found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KsmSearch {
+    /// A KSM page, or a zero page KSM mapped, is mapped at this address.
+    At(usize),
+    /// None is mapped below this address (the end of the range if the search got there).
+    NoneBelow(usize),
+}
+
+/// Finds the lowest address of `[addr, end)` of `vma` that maps a small KSM folio (or a
+/// migration entry of one) or a zero page KSM mapped: what [`break_ksm`] must break there. It
+/// visits only the page tables that are mapped, and at most `*tables` of them, counting them off,
+/// so that the caller may reschedule, look for signals, or drop the mmap lock between calls;
+/// huge pages are passed over (a KSM folio is small). Only addresses in the area are looked at:
+/// the range is cut to it. `vma` shows that the caller holds the area's mmap lock.
+pub fn next_ksm_page(vma: &VmArea, addr: usize, end: usize, tables: &mut usize) -> KsmSearch {
+    let mm = vma.mm();
+    let start = addr.max(vma.start());
+    let end = end.min(vma.end());
+    if *tables == 0 {
+        return KsmSearch::NoneBelow(start);
     }
-    addr
+    let mut found = KsmSearch::NoneBelow(end);
+    walk_tables(vma, start, end, &mut |pmd, addr, stop| {
+        let mut ptl: *mut bindings::spinlock_t = ptr::null_mut();
+        // SAFETY: The walker gives `pmd`, an entry of this mm's tables for `addr` in the area,
+        // which the mmap lock keeps; `pte_offset_map_lock()` fails (`NULL`) unless it maps a
+        // page table, which it then maps and locks.
+        let table = unsafe { bindings::pte_offset_map_lock(mm.as_raw(), pmd, addr as _, &mut ptl) };
+        if !table.is_null() {
+            let nr = ((stop - addr) / PAGE_SIZE) as u32;
+            // SAFETY: `table` is the entry of `addr` in the table mapped and locked above, and
+            // the `nr` entries from it are in that table (`stop` is the end of the range it
+            // maps); the area is valid, its mmap lock held.
+            let idx = unsafe { bindings::next_ksm_pte(vma.as_raw(), addr as _, table, nr) };
+            if idx < nr {
+                found = KsmSearch::At(addr + idx as usize * PAGE_SIZE);
+            }
+            // SAFETY: Mapped and locked above.
+            unsafe { bindings::pte_unmap_unlock(table, ptl) };
+        }
+        *tables -= 1;
+        if matches!(found, KsmSearch::At(_)) {
+            return true;
+        }
+        if *tables == 0 {
+            found = KsmSearch::NoneBelow(stop);
+            return true;
+        }
+        false
+    });
+    found
 }
 
 /// Whether `addr` of `vma` maps a small KSM folio or a zero page that KSM mapped. `addr` is in

@@ -38,7 +38,6 @@ use kernel::bindings;
 use kernel::kthread;
 use kernel::mm::folio::{Folio, FolioGuard, FolioPage};
 use kernel::mm::ksm::{self as mmksm, KsmNode, KsmOps};
-use kernel::mm::pgtable;
 use kernel::mm::rmap::{KillList, RmapWalk, SwapIn};
 use kernel::mm::virt::{flags, VmArea};
 use kernel::mm::{Mm, MmFlag, MmWriteLocked};
@@ -71,25 +70,11 @@ fn compatible(vma: &VmArea) -> bool {
     vma.flags() & never == 0 && !vma.is_dax()
 }
 
-/// Breaks every KSM page of `[start, end)` of `vma` (C's `unmerge_ksm_pages()`).
-fn unmerge_range(
-    locked: Option<&MmWriteLocked<'_>>,
-    vma: &VmArea,
-    start: usize,
-    end: usize,
-) -> Result {
-    let mut addr = start;
-    while addr < end {
-        if vma.mm().is_exiting() {
-            break;
-        }
-        if kernel::current!().signal_pending() {
-            return Err(ERESTARTSYS);
-        }
-        pgtable::break_ksm(vma, addr, locked)?;
-        addr += PAGE_SIZE;
-    }
-    Ok(())
+/// Breaks every KSM page of `[start, end)` of `vma` (C's `unmerge_ksm_pages()`), all of it: the
+/// caller holds the mmap lock for writing and cannot let it go meanwhile.
+fn unmerge_range(locked: &MmWriteLocked<'_>, vma: &VmArea, start: usize, end: usize) -> Result {
+    let mut unbounded = usize::MAX;
+    scan::unmerge_range(Some(locked), vma, start, end, &mut unbounded).map(|_| ())
 }
 
 /// C's `__ksm_add_vma()`.
@@ -105,7 +90,7 @@ fn del_vma(locked: &MmWriteLocked<'_>, vma: &VmArea) -> Result {
         return Ok(());
     }
     if vma.has_anon_vma() {
-        unmerge_range(Some(locked), vma, vma.start(), vma.end())?;
+        unmerge_range(locked, vma, vma.start(), vma.end())?;
     }
     vma.clear_flags(locked, flags::MERGEABLE);
     Ok(())
@@ -150,7 +135,7 @@ impl KsmOps for Rksm {
                     return Ok(());
                 }
                 if vma.has_anon_vma() {
-                    unmerge_range(Some(locked), vma, start, end)?;
+                    unmerge_range(locked, vma, start, end)?;
                 }
                 *vm_flags &= !flags::MERGEABLE;
             }

@@ -41,9 +41,9 @@ use kernel::kthread::{self, Crew, KThread, WaitQueue, WorkList};
 use kernel::mm::folio::HeldPage;
 use kernel::mm::hotplug::{MemoryEvent, MemoryListener, MemoryNotifier};
 use kernel::mm::ksm::trace;
-use kernel::mm::pgtable;
-use kernel::mm::virt::flags;
-use kernel::mm::{self, Mm, MmFlag, MmapReadGuard};
+use kernel::mm::pgtable::{self, KsmSearch};
+use kernel::mm::virt::{flags, VmArea};
+use kernel::mm::{self, Mm, MmFlag, MmWriteLocked};
 use kernel::page::PAGE_SIZE;
 use kernel::prelude::*;
 use kernel::slist::SList;
@@ -70,6 +70,7 @@ pub(crate) use advisor::reset_advisor;
 pub(crate) use control::tree_knobs;
 pub(crate) use control::{
     merge_scope, set_max_page_sharing, set_merge_across_nodes, set_merge_scope, set_run,
+    unmerge_range,
 };
 pub(crate) use ksmd::{set_scan_threads, wake_iter, wake_thread};
 pub(crate) use slots::{enter, exit, unmerging};

@@ -196,29 +196,87 @@ pub(crate) fn set_max_page_sharing(max: usize) -> Result {
     )
 }
 
-impl ScanState {
-    /// Breaks every KSM page in the mergeable areas of `slot`.
-    pub(super) fn unmerge_slot(slot: &MmSlot, guard: &MmapReadGuard<'_>) -> Result {
-        if slot.mm.is_exiting() {
-            return Ok(());
+/// Page tables looked at, or KSM pages broken, by one search of [`unmerge_range`]: between two,
+/// it reschedules and looks for a signal and for the address space's exit.
+const UNMERGE_STEP: usize = 64;
+
+/// Page tables looked at, or KSM pages broken, by `run=2`'s unmerge of an address space under
+/// one hold of its mmap lock ([`ScanState::unmerge_slot`]): the process's own `mmap`, `munmap`
+/// and faults wait for no more than that.
+const UNMERGE_HOLD: usize = 512;
+
+/// Breaks every KSM page (and KSM zero page) of `[start, end)` of `vma` (C's
+/// `unmerge_ksm_pages()`), looking only at the page tables that are mapped, until `budget` page
+/// tables looked at and pages broken are spent (it counts them off): then `Ok(Some(addr))`, the
+/// address to go on from. `Ok(None)` once the range is done, or if the address space is exiting
+/// (its pages go with it). With `locked` (the caller holds the mmap lock for writing), the area
+/// is write-locked against per-VMA-lock faults first.
+///
+/// Fails with `ERESTARTSYS` if a signal is pending, and with `ENOMEM` if breaking a page ran out
+/// of memory.
+pub(crate) fn unmerge_range(
+    locked: Option<&MmWriteLocked<'_>>,
+    vma: &VmArea,
+    start: usize,
+    end: usize,
+    budget: &mut usize,
+) -> Result<Option<usize>> {
+    let mut addr = start;
+    loop {
+        if vma.mm().is_exiting() {
+            return Ok(None);
         }
-        for vma in guard.vmas_from(0) {
-            if vma.flags() & flags::MERGEABLE == 0 || !vma.has_anon_vma() {
-                continue;
+        if kernel::current!().signal_pending() {
+            return Err(ERESTARTSYS);
+        }
+        if *budget == 0 {
+            return Ok(Some(addr));
+        }
+        let step = UNMERGE_STEP.min(*budget);
+        let mut tables = step;
+        let found = pgtable::next_ksm_page(vma, addr, end, &mut tables);
+        *budget -= step - tables;
+        match found {
+            KsmSearch::At(at) => {
+                pgtable::break_ksm(vma, at, locked)?;
+                *budget = budget.saturating_sub(1);
+                addr = at + PAGE_SIZE;
             }
-            let mut addr = vma.start();
-            while addr < vma.end() {
+            KsmSearch::NoneBelow(below) if below >= end => return Ok(None),
+            KsmSearch::NoneBelow(below) => addr = below,
+        }
+        kthread::cond_resched();
+    }
+}
+
+impl ScanState {
+    /// Breaks every KSM page in the mergeable areas of `slot`, under its mmap lock held for
+    /// reading and dropped after every [`UNMERGE_HOLD`] page tables looked at or pages broken.
+    pub(super) fn unmerge_slot(slot: &MmSlot) -> Result {
+        let mut addr = 0;
+        loop {
+            let guard = slot.mm.mmap_read_lock();
+            let mut budget = UNMERGE_HOLD;
+            let mut resume = None;
+            for vma in guard.vmas_from(addr) {
                 if slot.mm.is_exiting() {
+                    return Ok(());
+                }
+                if vma.flags() & flags::MERGEABLE == 0 || !vma.has_anon_vma() {
+                    continue;
+                }
+                let start = addr.max(vma.start());
+                resume = unmerge_range(None, vma, start, vma.end(), &mut budget)?;
+                if resume.is_some() {
                     break;
                 }
-                if kernel::current!().signal_pending() {
-                    return Err(ERESTARTSYS);
-                }
-                pgtable::break_ksm(vma, addr, None)?;
-                addr += PAGE_SIZE;
+            }
+            drop(guard);
+            match resume {
+                Some(at) => addr = at,
+                None => return Ok(()),
             }
         }
-        Ok(())
     }
 
     /// Unmerges every KSM page of every registered address space and frees every rmap_item
@@ -226,14 +284,11 @@ impl ScanState {
     pub(super) fn unmerge_all(&mut self, k: &Ksm) -> Result {
         let mut next = k.slots.lock().rewind();
         while let Some(slot) = next {
-            let guard = slot.mm.mmap_read_lock();
-            if let Err(e) = Self::unmerge_slot(&slot, &guard) {
-                drop(guard);
+            if let Err(e) = Self::unmerge_slot(&slot) {
                 let mut sl = k.slots.lock();
                 sl.cursor = sl.slots.len();
                 return Err(e);
             }
-            drop(guard);
             slot.items.get_mut(&mut self.slots_token).rewind();
             self.remove_trailing(k, &slot);
             let mut sl = k.slots.lock();
