@@ -484,9 +484,10 @@ fn walk_tables(vma: &VmArea, start: usize, end: usize, f: &mut TableFn<'_>) -> b
 
 /// Collects the anonymous pages mapped in `vma` from `addr` up to `end` that are candidates for
 /// KSM (as [`anon_page_at`] takes them), each with a reference and its address, into `out` until
-/// it holds `max` of them (or is full); returns the address after the last one looked at (`end`
-/// if every one was). Only addresses in the area are looked at: the range is cut to it. `vma`
-/// shows that the caller holds the area's mmap lock.
+/// it holds `max` of them (or is full), looking at no more than `*tables` page tables (counting
+/// them off), so that the caller may reschedule or stop between calls; returns the address after
+/// the last one looked at (`end` if every one was). Only addresses in the area are looked at: the
+/// range is cut to it. `vma` shows that the caller holds the area's mmap lock.
 ///
 /// Only the page tables that are mapped are visited ([`walk_tables`]), and the entries of one
 /// page table are read under one hold of its lock, where C's scan takes the lock again for every
@@ -497,13 +498,14 @@ pub fn anon_pages(
     end: usize,
     out: &mut KVVec<(usize, HeldPage)>,
     max: usize,
+    tables: &mut usize,
 ) -> usize {
     let mm = vma.mm();
     // The mmap lock keeps the page tables of the area's range only.
     let start = addr.max(vma.start());
     let end = end.min(vma.end());
     let max = max.min(out.capacity());
-    if out.len() >= max {
+    if out.len() >= max || *tables == 0 {
         return start;
     }
     let mut stopped = end;
@@ -561,11 +563,12 @@ pub fn anon_pages(
             // SAFETY: Mapped and locked above.
             unsafe { bindings::pte_unmap_unlock(table, ptl) };
         }
-        let full = out.len() >= max;
-        if full {
+        *tables -= 1;
+        let stop_here = out.len() >= max || *tables == 0;
+        if stop_here {
             stopped = addr;
         }
-        full
+        stop_here
     });
     stopped
 }

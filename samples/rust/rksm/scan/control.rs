@@ -210,7 +210,9 @@ const UNMERGE_HOLD: usize = 512;
 /// tables looked at and pages broken are spent (it counts them off): then `Ok(Some(addr))`, the
 /// address to go on from. `Ok(None)` once the range is done, or if the address space is exiting
 /// (its pages go with it). With `locked` (the caller holds the mmap lock for writing), the area
-/// is write-locked against per-VMA-lock faults first.
+/// is write-locked against per-VMA-lock faults at the first KSM page found (C's `break_ksm()`
+/// does so at the range's first address; where none is found, the caller's change of the
+/// area's flags write-locks it). The range is cut to the area.
 ///
 /// Fails with `ERESTARTSYS` if a signal is pending, and with `ENOMEM` if breaking a page ran out
 /// of memory.
@@ -221,6 +223,7 @@ pub(crate) fn unmerge_range(
     end: usize,
     budget: &mut usize,
 ) -> Result<Option<usize>> {
+    let end = end.min(vma.end());
     let mut addr = start;
     loop {
         if vma.mm().is_exiting() {

@@ -19,6 +19,10 @@ use super::*;
 /// once at init.)
 pub(super) const BATCH: usize = 4096;
 
+/// The most page tables a batch's walk looks at between two offers to reschedule and looks at
+/// the address space's exit (C's scan does both at every page table).
+const WALK_TABLES: usize = 64;
+
 /// The fewest pages of a batch that `ksmd` shares with its helpers. Waking a helper costs more
 /// than a few pages take, and a small batch is most often the end of a small address space:
 /// merged by `ksmd` alone, its pages are visited just before the pass ends, as with one thread
@@ -404,8 +408,9 @@ impl ScanState {
                     return Gathered::SlotEnd;
                 }
                 kthread::cond_resched();
-                let next =
-                    pgtable::anon_pages(vma, self.address, vma.end(), found, want - batch.len());
+                let mut tables = WALK_TABLES;
+                let (end, room) = (vma.end(), want - batch.len());
+                let next = pgtable::anon_pages(vma, self.address, end, found, room, &mut tables);
                 // In address order, as the slot's list of items is.
                 found.as_mut_slice().reverse();
                 while let Some((addr, held)) = found.pop() {
