@@ -9,8 +9,15 @@
 # CPU so one scanner thread), NATIVE_REPS boots each (default 5), taking turns, every byte
 # verified; bench_report.py --native prints their table beside the TCG one and writes
 # build/bench/results-native.json.
+# The running cost (PARTS=cost, tests/vm/ksmbench.py's cost-chains, cost-copies and sparse):
+# once merging settled, CPU per GiB per full scan and the scanner's mmap lock holds (COST_MIB,
+# default 256), and a sparse area's scan and unmerges (tests/vm/sparse.c: SPARSE_GIB, default
+# 1024, on rksm; C_SPARSE_GIB, default 64, on C, whose unmerge visits every address: minutes a
+# terabyte under TCG); natively too (NATIVE_COST_MIB, default 1024; NATIVE_SPARSE_GIB, 16 on
+# both), where there are no trace events for the lock holds. bench_report.py --cost prints them.
 # REPS (default 3), MIB per process (default 256), PROCS (2), MODES (best,worst,prefix),
-# PARTS (ksmpages,selftests,qemu,native), THREADS (scanner threads to try on rksm, default "1,2").
+# PARTS (ksmpages,selftests,qemu,cost,native), THREADS (scanner threads to try on rksm, default
+# "1,2").
 # The kernels timed are built with FLAVOR=bench (the test config without lockdep and the other
 # costly debugging checks, kernel/config/bench.config); FLAVOR=test times the test kernels.
 set -euo pipefail
@@ -20,7 +27,8 @@ t0=$SECONDS
 EXTRA_PKGS=python3-matplotlib "$PROJECT/scripts/setup.sh"
 FLAVOR=${FLAVOR:-bench}
 case $FLAVOR in bench) img=bzImage-bench ;; test) img=bzImage ;; *) die "FLAVOR: bench or test" ;; esac
-parts=${PARTS:-ksmpages,selftests,qemu,native}
+parts=${PARTS:-ksmpages,selftests,qemu,cost,native}
+has_part() { echo "$parts" | tr ',' '\n' | grep -qx "$1"; }
 if [ "$parts" != native ]; then
 	for k in c rust; do FLAVOR=$FLAVOR KSM=$k "$PROJECT/scripts/kernel.sh"; done
 fi
@@ -41,12 +49,14 @@ rm -rf "$B"/vm/bench-*
 REPS=${REPS:-3}
 threads_rust=${THREADS:-1,2}
 run_bench() { # kernel, run directory, output, ksmbench arguments...
-	local k=$1 run=$2 out=$3 threads=1
+	local k=$1 run=$2 out=$3 threads=1 sparse=${SPARSE_GIB:-1024}
 	shift 3
 	[ "$k" = rust ] && threads=$threads_rust
+	[ "$k" = c ] && sparse=${C_SPARSE_GIB:-64}
 	KSM=$k KERNEL=$B/$img-$k VM_RUN=$B/vm/$run TIMEOUT=${BENCH_TIMEOUT:-7200} \
 		CMD="python3 $PROJECT/tests/vm/ksmbench.py --impl $k --out $B/bench/$out \
---mib ${MIB:-256} --procs ${PROCS:-2} --modes ${MODES:-best,worst,prefix} --threads $threads $*" \
+--mib ${MIB:-256} --procs ${PROCS:-2} --modes ${MODES:-best,worst,prefix} --threads $threads \
+--cost-mib ${COST_MIB:-256} --sparse-gib $sparse $*" \
 		"$PROJECT/scripts/vm.sh" || die "the benchmark failed on the $k kernel (build/vm/$run/)"
 }
 near=$(echo "$parts" | tr ',' '\n' | { grep -vE '^(qemu|native)$' || true; } | paste -sd, -)
@@ -65,8 +75,10 @@ if echo "$parts" | tr ',' '\n' | grep -qx qemu; then
 		run_bench $k bench-$k-qemu raw-$k-qemu.jsonl --reps "$REPS" --parts qemu
 	done
 fi
+# Natively: the ksmpages workloads with PARTS native, the running cost with PARTS cost.
+native_parts=$(for p in native cost; do has_part $p && echo $p; done | sed 's/^native$/ksmpages/' | paste -sd, -)
 native=0
-echo "$parts" | tr ',' '\n' | grep -qx native && native=1
+[ -n "$native_parts" ] && native=1
 if [ $native = 1 ]; then
 	rm -f "$B"/bench/raw-um-*.jsonl
 	rm -rf "$B"/um/bench-*
@@ -77,14 +89,15 @@ if [ $native = 1 ]; then
 			KSM=$k UM_RUN=$B/um/bench-$k-$rep QUIET=1 TIMEOUT=${BENCH_TIMEOUT:-7200} \
 				CMD="python3 $PROJECT/tests/vm/ksmbench.py --impl $k \
 --out $B/bench/raw-um-$k-$rep.jsonl --mib ${MIB:-256} --procs ${PROCS:-2} \
---modes ${MODES:-best,worst,prefix} --threads 1 --reps 1 --first-rep $((rep - 1)) --parts ksmpages" \
+--modes ${MODES:-best,worst,prefix} --threads 1 --reps 1 --first-rep $((rep - 1)) \
+--parts $native_parts --cost-mib ${NATIVE_COST_MIB:-1024} --sparse-gib ${NATIVE_SPARSE_GIB:-16}" \
 				"$PROJECT/scripts/um.sh" || die "the native benchmark failed on the $k kernel (build/um/bench-$k-$rep/)"
 			cat "$B/um/bench-$k-$rep/output.log"
 		done
 	done
 	# Lookups alone, at native memory speed: KUnit rksm_lookup and rksm_lookup_large on the
 	# native rksm kernel.
-	for rep in 1 2 3; do
+	has_part native && for rep in 1 2 3; do
 		say "native lookups (KUnit rksm_lookup), boot $rep of 3"
 		KSM=rust UM_RUN=$B/um/bench-lookups-$rep QUIET=1 CMD=true \
 			APPEND="kunit.enable=1 kunit.filter_glob=rksm_lookup*" "$PROJECT/scripts/um.sh" ||
@@ -112,10 +125,12 @@ if [ $native = 1 ]; then
 	echo "Native (User-Mode Linux, 1 CPU; the kernel runs as a host process):"
 	/usr/bin/python3 "$PROJECT/tests/bench_report.py" --native \
 		"$B/bench/raw-um-c.jsonl" "$B/bench/raw-um-rust.jsonl" || rc=1
-	echo
-	echo "Native lookups (KUnit rksm_lookup, User-Mode Linux): C KSM's order against rksm's:"
-	/usr/bin/python3 "$PROJECT/tests/bench_report.py" --lookups \
-		"$B"/um/bench-lookups-*/console.log || rc=1
+	if has_part native; then
+		echo
+		echo "Native lookups (KUnit rksm_lookup, User-Mode Linux): C KSM's order against rksm's:"
+		/usr/bin/python3 "$PROJECT/tests/bench_report.py" --lookups \
+			"$B"/um/bench-lookups-*/console.log || rc=1
+	fi
 fi
 say "bench done in $(elapsed $((SECONDS - t0)))"
 exit $rc

@@ -127,6 +127,82 @@ def table(records):
     return summary
 
 
+def is_cost(r):
+    return r["workload"].startswith("cost-") or r["workload"] == "sparse"
+
+
+def paired(num, den, key):
+    """The median, lowest and highest over the repetitions both have of num's `key` over
+    den's (runs of one repetition ran next to each other in time)."""
+    a = {r.get("rep"): r[key] for r in num if r.get(key)}
+    b = {r.get("rep"): r[key] for r in den if r.get(key)}
+    pairs = [a[k] / b[k] for k in a if k in b]
+    return (statistics.median(pairs), min(pairs), max(pairs)) if pairs else (None,) * 3
+
+
+def cost_table(records):
+    """The running cost (ksmbench.py's part "cost"): per shape and kernel, the medians of
+    ksmd's CPU per GiB per full scan once merged, the pages scanned and skipped per pass, the
+    time to settle, the scanner's mmap lock holds; C/rksm of the CPU, paired by repetition; and
+    the sparse area's timings."""
+    groups = {}
+    for r in records:
+        groups.setdefault((r["workload"], r["impl"], r["threads"]), []).append(r)
+    summary = []
+    shapes = [w for w in ("cost-chains", "cost-copies") if any(k[0] == w for k in groups)]
+    if shapes:
+        print()
+        print("%-12s %-5s %3s %4s %9s %12s %9s %9s %10s %10s %9s %13s"
+              % ("running cost", "impl", "thr", "runs", "settle s", "CPU s/GiB/p", "scanned",
+                 "skipped", "lock max", "lock p99", "C/rksm", "(runs' range)"))
+    for w in shapes:
+        c = groups.get((w, "c", 1), [])
+        for impl in ("c", "rust"):
+            for t in sorted({k[2] for k in groups if k[0] == w and k[1] == impl}):
+                rs = groups[(w, impl, t)]
+                ratio, lo, hi = paired(c, rs, "cpu_s_per_gib_pass") if impl == "rust" \
+                    else (None,) * 3
+                row = {"workload": w, "impl": impl, "threads": t, "runs": len(rs)}
+                for k in ("settle_s", "cpu_s_per_gib_pass", "scanned_per_pass",
+                          "skipped_per_pass", "lock_max_us", "lock_p99_us", "pass_s"):
+                    row[k] = median(rs, k)
+                row |= {"c_over_rksm_cpu": ratio, "lowest": lo, "highest": hi}
+                summary.append(row)
+                print("%-12s %-5s %3d %4d %9s %12s %9s %9s %10s %10s %9s %13s"
+                      % (w, impl, t, len(rs), fmt(row["settle_s"], ".2f"),
+                         fmt(row["cpu_s_per_gib_pass"], ".4f"),
+                         fmt(row["scanned_per_pass"], ".0f"), fmt(row["skipped_per_pass"], ".0f"),
+                         fmt(row["lock_max_us"], ".0f") + (" us" if row["lock_max_us"] else ""),
+                         fmt(row["lock_p99_us"], ".0f") + (" us" if row["lock_p99_us"] else ""),
+                         fmt(ratio, ".2f") + ("x" if ratio is not None else ""),
+                         "%.2f-%.2f" % (lo, hi) if lo is not None else ""))
+    if shapes:
+        print("once merging settled (pages_to_scan=2000, sleep_millisecs=0): CPU seconds of every "
+              "scanner thread per GiB per full scan; scanned, skipped: pages per pass; lock: "
+              "the scanner's holds of the process's mmap lock; C/rksm: the median over "
+              "repetitions of C's CPU over rksm's in the same repetition")
+    sparse = [(k, groups[k]) for k in sorted(groups) if k[0] == "sparse"]
+    if sparse:
+        print()
+        print("%-12s %-5s %4s %6s %10s %10s %10s %10s %10s"
+              % ("sparse area", "impl", "runs", "GiB", "full scan", "madvise", "prctl off",
+                 "run=2", "exit"))
+    for (w, impl, t), rs in sparse:
+        row = {"workload": w, "impl": impl, "runs": len(rs), "gib": median(rs, "gib")}
+        for k in ("full_scan_s", "madvise_s", "prctl_s", "run2_s", "exit_s"):
+            row[k] = median(rs, k)
+        summary.append(row)
+        print("%-12s %-5s %4d %6s %10s %10s %10s %10s %10s"
+              % (w, impl, len(rs), fmt(row["gib"], ".0f"),
+                 *(fmt(row[k], ".3f") for k in ("full_scan_s", "madvise_s", "prctl_s", "run2_s",
+                                                 "exit_s"))))
+    if sparse:
+        print("seconds (medians), 4096 merged pages spread over the area (tests/vm/sparse.c); "
+              "the areas differ where C's unmerge, which visits every address, would take "
+              "minutes")
+    return summary
+
+
 PAGE_MIB = 4096 / 2**20
 
 
@@ -309,11 +385,15 @@ def main():
         vm |= {"vcpus": 1, "numa_nodes": 1, "accel": "none: User-Mode Linux, a host process",
                "kernel_config": "kernel/config/um.config (tinyconfig + hostfs, swap, KSM, Rust)"}
     name = "-native" if args.native else ""
+    rates = [r for r in records if not is_cost(r)]
+    costs = [r for r in records if is_cost(r)]
     results = [{k: r.get(k) for k in FIELDS} | {"rep": r.get("rep"),
                                                 "merge_mib_per_s": r.get("merge_mib_per_s"),
                                                 "verified": r["verified"]}
-               for r in records]
-    summary = table(records)
+               for r in rates]
+    results += [{k: v for k, v in r.items() if k != "trace"} for r in costs]
+    summary = table(rates) if rates else []
+    summary += cost_table(costs)
     problems = kernel_problems("um" if args.native else "vm")
     os.makedirs(OUT, exist_ok=True)
     with open(os.path.join(OUT, "results%s.json" % name), "w") as f:
@@ -321,9 +401,10 @@ def main():
                    "kernel_log_problems": problems}, f, indent=1)
     png = os.path.join(OUT, "memfree%s.png" % name)
     if args.native:
-        columns = [("native", records)]
+        columns = [("native", rates)]
     else:
-        columns = [("TCG", records), ("native", load(args.native_raw))]
+        columns = [("TCG", rates), ("native", [r for r in load(args.native_raw)
+                                               if not is_cost(r)])]
     drawn = plot(columns, png)
     print()
     print("results: build/bench/results%s.json%s"

@@ -9,6 +9,15 @@ other knobs at their boot values) and appends one JSON record per run to OUT:
   qemu2 / qemu3                    two QEMU guests booted, merged; then a third booted, merged
   qemu3-memcg                      rksm only: the three guests again, each QEMU in a memory
                                    cgroup of its own under merge_scope=memcg
+  cost-chains / cost-copies        the running cost (part "cost"): one process of MIB MiB, one
+                                   page in four a copy of 64 (chains) or 4096 (copies) contents,
+                                   the rest unique (tests/vm/ksmpages.c); once merging settled,
+                                   ksmd's CPU per GiB per full scan, pages scanned and skipped
+                                   per pass, and the longest and 99th-percentile hold of the
+                                   process's mmap lock by a scanner thread (trace events)
+  sparse                           (part "cost") tests/vm/sparse.c over SPARSE_GIB: seconds per
+                                   full scan, MADV_UNMERGEABLE, PR_SET_MEMORY_MERGE off, run=2
+                                   and exit of a sparse area holding 4096 merged pages
 
 Every ksmpages run is checked as `make test` checks it: the counters reach every page, the page
 frames agree (as many distinct frames as pages_shared, none mapped exclusively) and every byte
@@ -367,6 +376,136 @@ def run_qemu_memcg(guests, ok, record):
     ksm_write("merge_scope", "global")
 
 
+TRACING = "/sys/kernel/tracing"
+LOCK_EVENTS = ("mmap_lock_acquire_returned", "mmap_lock_released")
+TRACE_LINE = re.compile(r"-(\d+)\s+\[\d+\].*?\s([0-9.]+): (mmap_lock_\w+): mm=(\w+)(.*)$", re.M)
+
+
+def scanner_pids():
+    """The pids of ksmd and its helper threads."""
+    out = []
+    for pid in os.listdir("/proc"):
+        if pid.isdigit():
+            try:
+                with open("/proc/%s/comm" % pid) as f:
+                    if f.read().startswith("ksmd"):
+                        out.append(pid)
+            except OSError:
+                pass
+    return out
+
+
+def trace_write(name, value):
+    with open(os.path.join(TRACING, name), "w") as f:
+        f.write(str(value))
+
+
+def lock_holds(seconds):
+    """The mmap lock holds of the scanner threads over `seconds` (mmap_lock trace events, the
+    scanner threads' pids only): their durations in seconds, and whether the trace lost
+    events; (None, False) where the kernel has no such events (the native kernels)."""
+    if not os.path.exists(TRACING + "/events"):
+        subprocess.run(["mount", "-t", "tracefs", "nodev", TRACING], check=False)
+    if not os.path.isdir(TRACING + "/events/mmap_lock"):
+        return None, False
+    trace_write("buffer_size_kb", 65536)
+    trace_write("trace", "")
+    trace_write("set_event_pid", " ".join(scanner_pids()))
+    for e in LOCK_EVENTS:
+        trace_write("events/mmap_lock/%s/enable" % e, 1)
+    time.sleep(seconds)
+    for e in LOCK_EVENTS:
+        trace_write("events/mmap_lock/%s/enable" % e, 0)
+    trace_write("set_event_pid", "")
+    with open(os.path.join(TRACING, "trace")) as f:
+        text = f.read()
+    trace_write("trace", "")
+    lost = "LOST" in text
+    start, holds = {}, []
+    for m in TRACE_LINE.finditer(text):
+        pid, t, event, mm = m.group(1), float(m.group(2)), m.group(3), m.group(4)
+        if event == "mmap_lock_acquire_returned":
+            if "success=true" in m.group(5):
+                start[(pid, mm)] = t
+        elif (pid, mm) in start:
+            holds.append(t - start.pop((pid, mm)))
+    return holds, lost
+
+
+def percentile(values, q):
+    if not values:
+        return 0
+    v = sorted(values)
+    return v[min(len(v) - 1, int(q * len(v)))]
+
+
+def run_cost(impl, shape, mib, threads, rep, passes):
+    """The running cost once merging settled: ksmd at pages_to_scan=2000, sleep_millisecs=0
+    (ksmtuned's busiest setting and more), smart_scan as booted."""
+    ksm_write("run", 2)
+    ksm_write("pages_to_scan", 2000)
+    ksm_write("sleep_millisecs", 0)
+    if threads_knob():
+        ksm_write("scan_threads", threads)
+    exe = os.path.join(TOP, "build", "tests", "ksmpages")
+    proc = Proc(exe, shape, mib)
+    w = Watch("stable", 0)
+    settle, sharing = w.last_growth()
+    # Whole passes from here: the first boundary, then `passes` more.
+    f0 = ksm_read("full_scans")
+    while ksm_read("full_scans") == f0:
+        time.sleep(0.005)
+    f0 = ksm_read("full_scans")
+    cpu0, t0 = ksmd_cpu(), time.monotonic()
+    sc0, sk0 = ksm_read("pages_scanned"), ksm_read("pages_skipped")
+    while ksm_read("full_scans") < f0 + passes:
+        time.sleep(0.005)
+    cpu1, t1 = ksmd_cpu(), time.monotonic()
+    sc1, sk1 = ksm_read("pages_scanned"), ksm_read("pages_skipped")
+    pass_s = (t1 - t0) / passes
+    holds, lost = lock_holds(max(2 * pass_s, 1.0))
+    sharing_after = ksm_read("pages_sharing")
+    answer = proc.ask("verify")
+    proc.stop()
+    ksm_write("run", 2)
+    gib = mib / 1024
+    ok = (answer.startswith("ok") and sharing > 0 and sharing_after >= sharing
+          and holds != [] and not lost)
+    if holds is None:
+        holds = []
+    return {
+        "workload": "cost-" + shape, "impl": impl, "threads": threads, "rep": rep,
+        "mib_per_proc": mib, "settle_s": round(settle or 0, 3), "pages_sharing": sharing_after,
+        "passes": passes, "pass_s": round(pass_s, 4),
+        "cpu_s_per_gib_pass": round((cpu1 - cpu0) / passes / gib, 4),
+        "scanned_per_pass": (sc1 - sc0) // passes, "skipped_per_pass": (sk1 - sk0) // passes,
+        "lock_holds": len(holds),
+        "lock_max_us": round(max(holds) * 1e6, 1) if holds else None,
+        "lock_p99_us": round(percentile(holds, 0.99) * 1e6, 1) if holds else None,
+        "verified": ok,
+        "check": "verify %s, pages_sharing %d then %d, %d lock holds%s" % (
+            answer, sharing, sharing_after, len(holds), ", events lost" if lost else ""),
+    }
+
+
+SPARSE_TIME = re.compile(r"^# time (\w+) ([0-9.]+) s", re.M)
+
+
+def run_sparse(impl, gib, rep):
+    """tests/vm/sparse.c over `gib` GiB: its timings, and whether every case passed."""
+    exe = os.path.join(TOP, "build", "tests", "sparse")
+    r = subprocess.run([exe, str(gib)], capture_output=True, text=True, timeout=3600)
+    out = r.stdout
+    failed = [line for line in out.splitlines() if line.startswith("not ok")]
+    times = {k: float(v) for k, v in SPARSE_TIME.findall(out)}
+    ok = r.returncode == 0 and not failed and len(times) == 5
+    rec = {"workload": "sparse", "impl": impl, "threads": 1, "rep": rep, "gib": gib,
+           "verified": ok, "check": "exit %d, %s" % (r.returncode, failed or "all ok")}
+    for k, v in times.items():
+        rec[k + "_s"] = v
+    return rec
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--impl", required=True, choices=("c", "rust"))
@@ -381,6 +520,9 @@ def main():
     ap.add_argument("--selftest-mib", type=int, default=256)
     ap.add_argument("--qemu-mib", type=int, default=16)
     ap.add_argument("--parts", default="ksmpages,selftests,qemu")
+    ap.add_argument("--cost-mib", type=int, default=256)
+    ap.add_argument("--cost-passes", type=int, default=5)
+    ap.add_argument("--sparse-gib", type=int, default=1024)
     args = ap.parse_args()
     parts = args.parts.split(",")
     threads = [int(t) for t in args.threads.split(",")]
@@ -412,6 +554,25 @@ def main():
                 results.append(r)
     if "qemu" in parts:
         run_qemu(args.impl, args.qemu_mib, 1, args.reps, results)
+    if "cost" in parts:
+        for rep in range(args.first_rep, args.first_rep + args.reps):
+            for shape in ("chains", "copies"):
+                for t in threads:
+                    say("cost %s %d MiB, %d thread(s), run %d" % (shape, args.cost_mib, t, rep + 1))
+                    r = run_cost(args.impl, shape, args.cost_mib, t, rep, args.cost_passes)
+                    say("  settled in %.2f s; %.4f CPU s per GiB per pass, %d scanned / %d "
+                        "skipped per pass; mmap lock held %d times, longest %s us, p99 %s us; "
+                        "%s" % (r["settle_s"], r["cpu_s_per_gib_pass"], r["scanned_per_pass"],
+                                r["skipped_per_pass"], r["lock_holds"], r["lock_max_us"],
+                                r["lock_p99_us"],
+                                "verified" if r["verified"] else "FAILED: " + r["check"]))
+                    results.append(r)
+            say("sparse %d GiB, run %d" % (args.sparse_gib, rep + 1))
+            r = run_sparse(args.impl, args.sparse_gib, rep)
+            say("  %s; %s" % (", ".join("%s %.3f s" % (k[:-2], v) for k, v in r.items()
+                                        if k.endswith("_s")),
+                              "verified" if r["verified"] else "FAILED: " + r["check"]))
+            results.append(r)
     for k, v in saved.items():
         ksm_write(k, v)
     with open(args.out, "w") as f:

@@ -32,6 +32,11 @@
  *   worst   zero but the last 8 bytes, which hold i + 1
  *   prefix  128 zero bytes, then a pseudo-random stream seeded by i
  *   random  a pseudo-random stream seeded by i and the process id (nothing merges)
+ *   chains  one page in four a copy of one of 64 contents (pseudo-random streams, equal in every
+ *           process), the others random as in "random": few contents with many copies, which
+ *           fill stable nodes up to max_page_sharing and make chains of them
+ *   copies  as chains with as many contents as give each four copies: many contents with few
+ *           copies each
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -49,10 +54,12 @@
 #define HPAGE (2UL << 20)
 #define PREFIX 128
 
-enum mode { BEST, WORST, PREFIX_MODE, RANDOM };
+enum mode { BEST, WORST, PREFIX_MODE, RANDOM, CHAINS, COPIES };
 
 static enum mode mode;
 static uint64_t salt;
+/* How many contents the copies of "chains" and "copies" hold. */
+static unsigned long contents = 64;
 
 static uint64_t next(uint64_t *s)
 {
@@ -69,6 +76,10 @@ static void fill(uint64_t *p, unsigned long i)
 	unsigned long w, words = PAGE / 8;
 	uint64_t s = i * 0x100000001b3ULL + salt;
 
+	/* A copy is seeded by which content it is, not by i or the process. */
+	if ((mode == CHAINS || mode == COPIES) && i % 4 == 0)
+		s = (i / 4 % contents + 1) * 0x9e3779b97f4a7c15ULL;
+
 	switch (mode) {
 	case BEST:
 		memset(p, 0x5a, PAGE);
@@ -77,6 +88,8 @@ static void fill(uint64_t *p, unsigned long i)
 		memset(p, 0, PAGE - 8);
 		p[words - 1] = i + 1;
 		break;
+	case CHAINS:
+	case COPIES:
 	case PREFIX_MODE:
 	case RANDOM:
 		w = mode == PREFIX_MODE ? PREFIX / 8 : 0;
@@ -164,6 +177,10 @@ int main(int argc, char **argv)
 				mode = PREFIX_MODE;
 			else if (!strcmp(optarg, "random"))
 				mode = RANDOM;
+			else if (!strcmp(optarg, "chains"))
+				mode = CHAINS;
+			else if (!strcmp(optarg, "copies"))
+				mode = COPIES;
 			else
 				goto usage;
 			break;
@@ -177,9 +194,11 @@ int main(int argc, char **argv)
 			goto usage;
 		}
 	}
-	if (mode == RANDOM)
+	if (mode == RANDOM || mode == CHAINS || mode == COPIES)
 		salt = (uint64_t)getpid() << 32;
 	pages = mib * 1024 * 1024 / PAGE;
+	if (mode == COPIES && pages >= 16)
+		contents = pages / 16;
 	status = calloc(pages, sizeof(*status));
 	lost = calloc(pages, 1);
 	/* With -t, 2 MiB more, to start the area at a 2 MiB boundary. */
