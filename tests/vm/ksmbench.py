@@ -10,7 +10,8 @@ other knobs at their boot values) and appends one JSON record per run to OUT:
   qemu3-memcg                      rksm only: the three guests again, each QEMU in a memory
                                    cgroup of its own under merge_scope=memcg
   cost-chains / cost-copies        the running cost (part "cost"): one process of MIB MiB, one
-                                   page in four a copy of 64 (chains) or 4096 (copies) contents,
+                                   page in four a copy of 64 contents (chains) or of
+                                   as many as give each four copies (copies),
                                    the rest unique (tests/vm/ksmpages.c); once merging settled,
                                    ksmd's CPU per GiB per full scan, pages scanned and skipped
                                    per pass, and the longest and 99th-percentile hold of the
