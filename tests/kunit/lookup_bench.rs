@@ -68,7 +68,9 @@ fn time_order(
     for (i, it) in its.iter().enumerate() {
         // The checksum the volatility gate records, computed before any lookup (both C KSM and
         // rksm checksum every page they scan; a lookup does not).
-        it.admit(p.held(i).bytes().checksum());
+        let held = p.held(i);
+        let bytes = held.bytes();
+        it.set_checksum(bytes.checksum(), &bytes);
     }
     let mut tree = UnstableTree::new();
     let mut stats = Stats::default();

@@ -436,16 +436,45 @@ impl Backend for TestPages {
 }
 
 /// Runs the per-page step for `item` over `trees` as one unlocked shard (as a one-thread suite
-/// drives it); `None` if its page is gone.
+/// drives it); `None` if its page is gone. The visit is made in a pass where the volatility gate
+/// does not recheck the item's whole page (see `RmapItem::glance`), so that what a visit does
+/// depends on the pages alone; [`visit_rechecking`] makes the other kind.
 pub(crate) fn visit(
     p: &TestPages,
     trees: &mut Trees<TestPages>,
     token: &mut TestToken,
     item: Pin<&RmapItem<TestPages>>,
 ) -> Option<Outcome> {
+    visit_in(p, trees, token, item, false)
+}
+
+/// [`visit`], in a pass where the volatility gate rechecks the item's whole page.
+pub(crate) fn visit_rechecking(
+    p: &TestPages,
+    trees: &mut Trees<TestPages>,
+    token: &mut TestToken,
+    item: Pin<&RmapItem<TestPages>>,
+) -> Option<Outcome> {
+    visit_in(p, trees, token, item, true)
+}
+
+fn visit_in(
+    p: &TestPages,
+    trees: &mut Trees<TestPages>,
+    token: &mut TestToken,
+    item: Pin<&RmapItem<TestPages>>,
+    recheck: bool,
+) -> Option<Outcome> {
     let page = p.item_page(item.mapping())?;
     let (prune_ms, scope) = (trees.chain_prune_ms, trees.scope());
-    Some(Step::new(p, Unlocked { trees, token }, prune_ms, scope).cmp_and_merge(item, &page))
+    // The gate rechecks at the passes where the pass number plus the checksum is a multiple of
+    // `RECHECK_PASSES`.
+    let pass = u32::from(!recheck).wrapping_sub(item.checksum());
+    Some(
+        Step::new(p, Unlocked { trees, token }, prune_ms, scope)
+            .in_pass(pass)
+            .cmp_and_merge(item, &page),
+    )
 }
 
 /// Items for pages `0..n` of `pages`, pinned.

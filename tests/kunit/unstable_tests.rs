@@ -47,7 +47,8 @@ fn lookup(
 ) -> Seen {
     let key = p.held(item.mapping().page());
     // As the volatility gate does before a lookup: the item records its page's checksum.
-    item.admit(key.bytes().checksum());
+    let bytes = key.bytes();
+    item.set_checksum(bytes.checksum(), &bytes);
     match tree.search_insert::<false>(p, item, &key, global_probe(order), stats, || true) {
         Lookup::Found(hit) => Seen::Found(hit.page.index),
         Lookup::Inserted => Seen::Inserted,

@@ -96,7 +96,7 @@ class Tap:
 
 
 # Files only rksm has.
-OWN = {"scan_threads", "merge_scope"}
+OWN = {"scan_threads", "merge_scope", "sample_misses"}
 
 SCOPES = "global memcg mm"
 
@@ -154,6 +154,13 @@ def main():
         check_scan_threads(tap)
     if "merge_scope" in own:
         check_merge_scope(tap)
+    if "sample_misses" in own:
+        # How often the volatility gate's recheck found a change its sample missed: a count,
+        # read-only.
+        tap.check(os.stat(path("sample_misses")).st_mode & 0o777 == 0o444,
+                  "sample_misses: mode 444")
+        tap.check(read("sample_misses").isdigit(),
+                  "sample_misses: a count (%r)" % read("sample_misses"))
     modes = {n: os.stat(path(n)).st_mode & 0o777 for n in names}
     writable = [n for n in names if modes[n] & 0o200]
     for n in names:

@@ -223,6 +223,42 @@ impl<'a> PageBytes<'a> {
         h ^= h >> 33;
         h as u32
     }
+
+    /// A hash of a sample of the page, for seeing cheaply whether it changed: [`SAMPLE_RUNS`]
+    /// runs of eight words (64 bytes, a cache line on most machines), the page's first and last
+    /// and the others spread evenly between, hashed as [`PageBytes::checksum`] hashes the whole
+    /// page. It reads an eighth of a 4 KiB page, less of a larger one.
+    ///
+    /// A change outside the sample goes unseen; callers must not rely on it for anything but
+    /// a guess. rksm's volatility gate uses it to skip the whole page's checksum on the visits
+    /// where the sample did not change.
+    pub fn sample(&self) -> u32 {
+        let p = self.ptr.as_ptr();
+        // SAFETY: As in `compare_from`: every index below is under `WORDS` (`run < RUNS`, so
+        // `run * BLOCK + BLOCK <= WORDS`), inside the page. A concurrent write makes the result
+        // the hash of some mix of old and new contents.
+        let load = |i: usize| unsafe { p.add(i).read_volatile() };
+        let mix = |h: u64, w: u64| ((h ^ w).wrapping_mul(P)).swap_bytes();
+        let mut h = LANE_SEEDS;
+        for k in 0..SAMPLE_RUNS {
+            let run = k * (RUNS - 1) / (SAMPLE_RUNS - 1);
+            let i = run * BLOCK;
+            for (lane, h) in h.iter_mut().enumerate() {
+                *h = mix(*h, load(i + lane));
+            }
+        }
+        let mut h = h.iter().fold(0, |acc, &lane| mix(acc, lane));
+        h ^= h >> 33;
+        h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
+        h ^= h >> 33;
+        h as u32
+    }
+
+    /// Whether [`PageBytes::sample`] reads the byte at `offset` of a page.
+    pub fn sampled(offset: usize) -> bool {
+        let run = offset / (BLOCK * WORD);
+        offset < PAGE_SIZE && (0..SAMPLE_RUNS).any(|k| k * (RUNS - 1) / (SAMPLE_RUNS - 1) == run)
+    }
 }
 
 impl PageBytes<'_> {
@@ -265,6 +301,13 @@ const LANE_SEEDS: [u64; LANES] = [
 
 /// The lanes of [`PageBytes::checksum`].
 const LANES: usize = 8;
+
+/// The runs of eight words a page holds.
+const RUNS: usize = WORDS / BLOCK;
+
+/// The runs of eight words that [`PageBytes::sample`] reads.
+pub const SAMPLE_RUNS: usize = 8;
+const _: () = assert!(SAMPLE_RUNS >= 2 && SAMPLE_RUNS <= RUNS && LANES == BLOCK);
 const _: () = assert!(WORDS % LANES == 0);
 
 /// `x`, through an empty assembly block that the optimiser cannot see into, so that a test of

@@ -4,8 +4,9 @@
 
 use crate::backend::Backend;
 use crate::stable::StableNode;
-use core::sync::atomic::{AtomicU16, AtomicU32, AtomicU8, Ordering::Relaxed};
+use core::sync::atomic::{AtomicU16, AtomicU32, AtomicU64, AtomicU8, Ordering::Relaxed};
 use kernel::hlist::{self, HListNode};
+use kernel::mm::contents::PageBytes;
 use kernel::prelude::*;
 use kernel::search_tree::{HeapPinned, Linked, TreeLinks, TreeNode};
 use kernel::slist::{SListLinks, SListNode};
@@ -24,11 +25,48 @@ pub(crate) struct RmapItem<B: Backend> {
     mapping: B::Mapping,
     links: TreeLinks,
     checksum: AtomicU32,
-    age: AtomicU8,
-    skips: AtomicU8,
+    /// Smart-scan data: the age (low four bits) and the skips left (high four bits).
+    smart: AtomicU8,
+    /// What the volatility gate saw of the page at the last visit: [`GLANCE_SAMPLE`] bits of
+    /// its sample ([`PageBytes::sample`]), never 0 once seen (0: never looked at), and
+    /// [`GLANCE_CURRENT`] if `checksum` is that of the contents the sample was taken of.
+    glance: AtomicU8,
     /// The shard (high bits) and the index of its trees (low bits) the item was last put in.
     whereabouts: AtomicU16,
     extra: B::ItemExtra,
+}
+
+/// The bits of [`RmapItem::glance`] that hold the sample.
+const GLANCE_SAMPLE: u8 = 0x7f;
+
+/// The bit of [`RmapItem::glance`] that says the checksum is current.
+const GLANCE_CURRENT: u8 = 0x80;
+
+/// Every how many passes a page whose sample did not change has its whole checksum taken
+/// again anyway (see [`RmapItem::glance`]).
+pub(crate) const RECHECK_PASSES: u32 = 16;
+
+/// How many times the volatility gate found a page changed that its sample had seen unchanged
+/// (the periodic recheck of [`RmapItem::glance`]): published as `sample_misses`.
+pub(crate) static SAMPLE_MISSES: AtomicU64 = AtomicU64::new(0);
+
+/// What the volatility gate reads of a page at a visit ([`RmapItem::glance`]), for
+/// [`RmapItem::admit`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Glance {
+    /// The page's sample, in [`GLANCE_SAMPLE`]'s bits, never 0.
+    sample: u8,
+    /// The checksum of the whole page, if the gate needs it.
+    sum: Option<u32>,
+}
+
+impl Glance {
+    /// What the gate is given for a page it must not admit (a KSM page, which never goes
+    /// through it): a sample no page has.
+    pub(crate) const NONE: Glance = Glance {
+        sample: 0,
+        sum: None,
+    };
 }
 
 /// The bits of [`RmapItem::whereabouts`] that hold the tree index.
@@ -69,8 +107,8 @@ impl<B: Backend> RmapItem<B> {
             mapping,
             links: TreeLinks::new(),
             checksum: AtomicU32::new(0),
-            age: AtomicU8::new(0),
-            skips: AtomicU8::new(0),
+            smart: AtomicU8::new(0),
+            glance: AtomicU8::new(0),
             whereabouts: AtomicU16::new(0),
             extra: B::ItemExtra::default(),
         }
@@ -106,11 +144,71 @@ impl<B: Backend> RmapItem<B> {
         hlist::is_on(self, node)
     }
 
+    /// Reads what the volatility gate ([`RmapItem::admit`]) needs of the page `bytes` at this
+    /// visit, the `pass`-th: its sample, and the checksum of the whole page only where the gate
+    /// will need it: when the sample is the one seen at the last visit but the checksum recorded
+    /// is not of those contents (the sample changed at the last visit, or the item is new), and
+    /// once every [`RECHECK_PASSES`] passes (at a pass that depends on the checksum, so that the
+    /// pages' rechecks are spread over the passes) to find changes the sample missed. Most pages
+    /// that stay the same are then read whole once, not at every pass; a page that changes is
+    /// read whole only once its sample stops changing.
+    ///
+    /// Only the thread that works on the item's page calls it, before [`RmapItem::admit`].
+    pub(crate) fn glance(&self, bytes: &PageBytes<'_>, pass: u32) -> Glance {
+        // 0 is "never seen": a sample of 0 counts as 1.
+        let sample = ((bytes.sample() % u32::from(GLANCE_SAMPLE)) + 1) as u8;
+        let seen = self.glance.load(Relaxed);
+        let recheck = pass.wrapping_add(self.checksum()) % RECHECK_PASSES == 0;
+        let sum = (seen & GLANCE_SAMPLE == sample && (seen & GLANCE_CURRENT == 0 || recheck))
+            .then(|| bytes.checksum());
+        Glance { sample, sum }
+    }
+
     /// The volatility gate: admits the page to the unstable tree only if its contents have not
-    /// changed since the item was last looked at (its checksum is the same); otherwise records
-    /// the new checksum and defers the page to the next pass.
-    pub(crate) fn admit(&self, checksum: u32) -> bool {
-        self.checksum.swap(checksum, Relaxed) == checksum
+    /// changed since the item was last looked at, as far as `glance` ([`RmapItem::glance`]) can
+    /// tell: its sample is the same, and so is its checksum where the glance took it; otherwise
+    /// records what changed and defers the page to the next pass.
+    ///
+    /// C compares the checksum of the whole page at every visit. Here a change outside the
+    /// sample goes unseen until the next recheck: the page goes on into the unstable tree,
+    /// ordered by its old checksum, where it can only miss pages it equals now, and a merge of it
+    /// compares the whole pages once they are write-protected, as every merge does; at worst a
+    /// page that is still being written is merged and soon copied again on write. Never a
+    /// wrong merge.
+    pub(crate) fn admit(&self, glance: Glance) -> bool {
+        let seen = self.glance.load(Relaxed);
+        if seen & GLANCE_SAMPLE != glance.sample {
+            // Changed, or never seen: the checksum is not of these contents.
+            self.glance.store(glance.sample, Relaxed);
+            return false;
+        }
+        let Some(sum) = glance.sum else {
+            return seen & GLANCE_CURRENT != 0;
+        };
+        let was = self.checksum.swap(sum, Relaxed);
+        self.glance.store(glance.sample | GLANCE_CURRENT, Relaxed);
+        if seen & GLANCE_CURRENT != 0 && was != sum {
+            // A recheck found a change the sample did not see: as C's gate would, defer the
+            // page, which has its new checksum now.
+            SAMPLE_MISSES.fetch_add(1, Relaxed);
+            return false;
+        }
+        true
+    }
+
+    /// Whether the checksum recorded is of the contents the last visit saw (see
+    /// [`RmapItem::glance`]): not after the sample changed, nor before the first checksum.
+    pub(crate) fn checksum_current(&self) -> bool {
+        self.glance.load(Relaxed) & GLANCE_CURRENT != 0
+    }
+
+    /// Records `checksum` as the page's, current, as a gate that took it would: for the KUnit
+    /// suites' items, made up without a visit.
+    #[cfg(CONFIG_KUNIT)]
+    pub(crate) fn set_checksum(&self, checksum: u32, bytes: &PageBytes<'_>) {
+        self.checksum.store(checksum, Relaxed);
+        let sample = ((bytes.sample() % u32::from(GLANCE_SAMPLE)) + 1) as u8;
+        self.glance.store(sample | GLANCE_CURRENT, Relaxed);
     }
 
     /// The checksum recorded at the last visit.
@@ -120,14 +218,16 @@ impl<B: Backend> RmapItem<B> {
 
     /// Smart-scan data: how many passes the page has been looked at without merging, and how
     /// many more it may be skipped.
+    /// (C keeps both in bytes; the age is kept up to 15 here and the skips up to 15, which no
+    /// decision of smart scanning tells from more: see `should_skip`.)
     pub(crate) fn age(&self) -> (u8, u8) {
-        (self.age.load(Relaxed), self.skips.load(Relaxed))
+        let v = self.smart.load(Relaxed);
+        (v & 0xf, v >> 4)
     }
 
-    /// Sets the smart-scan data.
+    /// Sets the smart-scan data (each kept up to 15).
     pub(crate) fn set_age(&self, age: u8, skips: u8) {
-        self.age.store(age, Relaxed);
-        self.skips.store(skips, Relaxed);
+        self.smart.store(age.min(15) | skips.min(15) << 4, Relaxed);
     }
 
     /// What the item keeps while merged.

@@ -261,5 +261,6 @@ impl Ksm {
             // The shards' (set with them under the scan lock, which the scanner threads run in).
             merge_scope(),
         )
+        .in_pass(tunables::STATS.full_scans.load(Relaxed) as u32)
     }
 }

@@ -16,7 +16,7 @@
 
 use crate::backend::{Backend, Contents};
 use crate::domain::Scope;
-use crate::item::RmapItem;
+use crate::item::{Glance, RmapItem};
 use crate::trees::{self, Joined, Left, Looked, Outcome, Trees};
 use core::pin::Pin;
 
@@ -58,6 +58,9 @@ pub(crate) struct Step<'b, B: Backend, S: Shards<B>> {
     /// The merge scope of the trees, which chooses the step's code (see
     /// [`Step::cmp_and_merge`]).
     pub(crate) scope: Scope,
+    /// The number of the pass the step is made in, which spreads the volatility gate's rechecks
+    /// of the whole pages over the passes (see [`RmapItem::glance`]).
+    pub(crate) pass: u32,
 }
 
 impl<'b, B: Backend, S: Shards<B>> Step<'b, B, S> {
@@ -69,7 +72,14 @@ impl<'b, B: Backend, S: Shards<B>> Step<'b, B, S> {
             shards,
             chain_prune_ms,
             scope,
+            pass: 0,
         }
+    }
+
+    /// The step, made in the `pass`-th pass.
+    pub(crate) fn in_pass(mut self, pass: u32) -> Self {
+        self.pass = pass;
+        self
     }
 
     /// The shard of a page of checksum `checksum`.
@@ -130,13 +140,18 @@ impl<'b, B: Backend, S: Shards<B>> Step<'b, B, S> {
         let from = item.shard();
         // A page that is not a KSM page is first looked up in the stable tree by the checksum its
         // item recorded, if that is the shard the item is in (most often: it went there by that
-        // checksum) and the trees allow it (`Trees::stable_first`); it takes its checksum only if
-        // that finds nothing. A page that does not go stable first takes its checksum here,
-        // before the shard is held, so that other threads need not wait for it. A KSM page most
-        // often is merged already and needs none (C takes none then).
+        // checksum) and the trees allow it (`Trees::stable_first`); it passes the volatility
+        // gate only if that finds nothing. What the gate needs of the page (its sample, and its
+        // checksum on the visits that need it: see `RmapItem::glance`) is read here, before the
+        // shard is held, so that other threads need not wait for it. A KSM page most often is
+        // merged already and needs none (C takes no checksum then).
         let ksm = b.is_ksm(page);
         let first_try = !ksm && self.shard_of(item.checksum()) == from;
-        let sum = (!ksm && !first_try).then(|| page.bytes().checksum());
+        let glance = if ksm {
+            Glance::NONE
+        } else {
+            item.glance(&page.bytes(), self.pass)
+        };
         let count = self.shards.count();
         // Whether the stable lookup went first (then a retry passes the volatility gate first).
         let mut went_first = false;
@@ -159,23 +174,17 @@ impl<'b, B: Backend, S: Shards<B>> Step<'b, B, S> {
                         // Nothing to merge into (its KSM page was locked, say): the gate still
                         // records a changed checksum, as C's would have first.
                         Looked::Joined(Joined::Done(outcome)) => First::Left(Left::Done(
-                            trees::admit(b, &item, page, page.bytes().checksum())
-                                .unwrap_or(outcome),
+                            trees::admit(b, &item, page, glance).unwrap_or(outcome),
                         )),
                         Looked::Joined(joined) => First::Joined(joined),
                         // The unstable lookup too by the recorded checksum; it runs the gate (a
                         // `Volatile` outcome is seen to below).
                         Looked::Missed(missed) => First::Left(Left::Done(
-                            t.join_unstable::<SCOPED>(b, token, item, page, missed, false),
+                            t.join_unstable::<SCOPED>(b, token, item, page, missed, Some(glance)),
                         )),
                     }
                 }
-                Left::Loose => match trees::admit(
-                    b,
-                    &item,
-                    page,
-                    sum.unwrap_or_else(|| page.bytes().checksum()),
-                ) {
+                Left::Loose => match trees::admit(b, &item, page, glance) {
                     Some(outcome) => First::Left(Left::Done(outcome)),
                     None if shard_of(item.checksum(), count) == from => {
                         First::Joined(t.join::<SCOPED>(b, token, item, page, domain, true))
@@ -226,7 +235,7 @@ impl<'b, B: Backend, S: Shards<B>> Step<'b, B, S> {
                 // After a KSM page found by the recorded checksum differed from the page (a
                 // collision, or the page changed), the page passes the volatility gate first.
                 if !trust && went_first {
-                    if let Some(outcome) = trees::admit(b, &item, page, page.bytes().checksum()) {
+                    if let Some(outcome) = trees::admit(b, &item, page, glance) {
                         if outcome == Outcome::Volatile {
                             item.set_shard(step.shard_of(item.checksum()));
                         }

@@ -49,6 +49,7 @@ show_value!(show_unshared, trees(|t| &t.pages_unshared));
 show_value!(show_skipped, get(&STATS.pages_skipped));
 show_value!(show_zero_pages, mmksm::zero_pages());
 show_value!(show_full_scans, get(&STATS.full_scans));
+show_value!(show_sample_misses, crate::item::SAMPLE_MISSES.load(Relaxed));
 show_value!(
     show_merge_across_nodes,
     u32::from(STATS.merge_across_nodes.load(Relaxed))
@@ -244,7 +245,7 @@ macro_rules! attr {
 }
 
 /// The files of `/sys/kernel/mm/ksm`, in C KSM's order, and then rksm's own.
-pub(crate) static ATTRS: [Attribute; 26] = [
+pub(crate) static ATTRS: [Attribute; 27] = [
     attr!("sleep_millisecs", show_sleep, store_sleep),
     attr!("pages_to_scan", show_pages_to_scan, store_pages_to_scan),
     attr!("run", show_run, store_run),
@@ -299,4 +300,5 @@ pub(crate) static ATTRS: [Attribute; 26] = [
     ),
     attr!("scan_threads", show_scan_threads, store_scan_threads),
     attr!("merge_scope", show_merge_scope, store_merge_scope),
+    attr!("sample_misses", show_sample_misses),
 ];

@@ -8,7 +8,7 @@
 use crate::backend::{Backend, Contents};
 use crate::compare::{Key, Order, Stats};
 use crate::domain::{Domain, Scope, Tag};
-use crate::item::{Place, RmapItem};
+use crate::item::{Glance, Place, RmapItem};
 use crate::stable::{self, Counters, Cx, Insertion, Search, Settings, StableNode, StableTree};
 use crate::unstable::{Lookup, Probe, UnstableTree};
 use core::pin::Pin;

@@ -21,12 +21,16 @@ impl<B: Backend> Trees<B> {
     /// merges into a KSM page (most pages, once a workload is merged) needs no checksum. A page
     /// that finds nothing takes its checksum as before; if it passes the gate, the lookup just
     /// made is the one C would make. Not for an item with no checksum recorded yet, which C's
-    /// gate stops (unless its page's checksum is 0), nor for a page the zero page is tried for
-    /// first.
+    /// gate stops (unless its page's checksum is 0), nor for one whose checksum is not of the
+    /// contents its last visit saw (see [`RmapItem::glance`]: a lookup by it would look for what
+    /// the page no longer holds), nor for a page the zero page is tried for first.
     #[inline]
     pub(crate) fn stable_first(&self, backend: &B, item: &RmapItem<B>) -> bool {
         let sum = item.checksum();
-        self.order == Order::Checksum && sum != 0 && !backend.zero_candidate(sum)
+        self.order == Order::Checksum
+            && sum != 0
+            && item.checksum_current()
+            && !backend.zero_candidate(sum)
     }
 
     /// The first phase of the per-page step ([`crate::step::Step::cmp_and_merge`]), in the trees
@@ -146,7 +150,7 @@ impl<B: Backend> Trees<B> {
         match self.look_stable::<SCOPED>(backend, token, item, page, domain, trust) {
             Looked::Joined(joined) => joined,
             Looked::Missed(missed) => {
-                Joined::Done(self.join_unstable::<SCOPED>(backend, token, item, page, missed, true))
+                Joined::Done(self.join_unstable::<SCOPED>(backend, token, item, page, missed, None))
             }
         }
     }
@@ -228,7 +232,8 @@ impl<B: Backend> Trees<B> {
     /// trees' lock held since): merges the page with an equal page of the unstable tree into a
     /// new KSM page, or puts it into the unstable tree.
     ///
-    /// Unless `gated` (the page passed [`admit`] this visit), the unstable lookup too goes by the
+    /// Unless the page passed [`admit`] this visit (`glance` is `None`; else it is what the gate
+    /// is to be given, [`RmapItem::glance`]), the unstable lookup too goes by the
     /// checksum the item recorded at its last visit, and the volatility gate runs only where it
     /// can change the result: before the page goes into the tree, and after a lookup that ends
     /// in anything but a merge. As with [`Trees::stable_first`], a match found by the recorded
@@ -243,7 +248,7 @@ impl<B: Backend> Trees<B> {
         item: Pin<&RmapItem<B>>,
         page: &B::Page<'_>,
         missed: Missed,
-        gated: bool,
+        glance: Option<Glance>,
     ) -> Outcome {
         let across = self.merge_across_nodes;
         let by_checksum = self.order == Order::Checksum;
@@ -271,9 +276,9 @@ impl<B: Backend> Trees<B> {
             domain,
             scope,
         };
-        let mut gated = gated;
-        match step.merge(item, page, by_checksum, &mut gated) {
-            Outcome::Unproven => step.merge(item, page, false, &mut gated),
+        let mut gate = glance;
+        match step.merge(item, page, by_checksum, &mut gate) {
+            Outcome::Unproven => step.merge(item, page, false, &mut gate),
             outcome => outcome,
         }
     }
@@ -401,23 +406,19 @@ impl<B: Backend, const SCOPED: bool> UnstableStep<'_, B, SCOPED> {
     /// Looks `page` up in the unstable tree, inserting its item if no equal page is there, and
     /// merges it with the match into a new KSM page (C's `unstable_tree_search_insert()`,
     /// `try_to_merge_two_pages()` and `stable_tree_insert()`). With `trust`, a match taken on
-    /// its checksum that differs from the page gives [`Outcome::Unproven`]. Unless `gated`, runs
-    /// the volatility gate first where it can change the result (see [`Trees::join_unstable`]),
-    /// and sets `gated` once it ran.
+    /// its checksum that differs from the page gives [`Outcome::Unproven`]. With `gate` (what
+    /// the volatility gate is to be given: the page has not passed it yet), runs the gate first
+    /// where it can change the result (see [`Trees::join_unstable`]), and empties `gate` once
+    /// it ran.
     fn merge(
         &mut self,
         item: Pin<&RmapItem<B>>,
         page: &B::Page<'_>,
         trust: bool,
-        gated: &mut bool,
+        gate: &mut Option<Glance>,
     ) -> Outcome {
         let (backend, set) = (self.cx.backend, self.cx.set);
-        let gate = |gated: &mut bool| {
-            if core::mem::replace(gated, true) {
-                return None;
-            }
-            admit(backend, &item, page, page.bytes().checksum())
-        };
+        let run_gate = |gate: &mut Option<Glance>| admit(backend, &item, page, gate.take()?);
         let mut turned_away = None;
         let how = Probe {
             tree_nid: self.idx,
@@ -428,7 +429,7 @@ impl<B: Backend, const SCOPED: bool> UnstableStep<'_, B, SCOPED> {
             domain: self.domain,
         };
         let admit = || {
-            turned_away = gate(gated);
+            turned_away = run_gate(gate);
             turned_away.is_none()
         };
         let looked =
@@ -437,7 +438,7 @@ impl<B: Backend, const SCOPED: bool> UnstableStep<'_, B, SCOPED> {
         let hit = match looked {
             Lookup::Inserted => return Outcome::Inserted,
             Lookup::Declined => return turned_away.unwrap_or(Outcome::Missed),
-            Lookup::GaveUp => return gate(gated).unwrap_or(Outcome::Missed),
+            Lookup::GaveUp => return run_gate(gate).unwrap_or(Outcome::Missed),
             Lookup::Found(hit) => hit,
         };
         if backend
@@ -445,7 +446,7 @@ impl<B: Backend, const SCOPED: bool> UnstableStep<'_, B, SCOPED> {
             .is_err()
         {
             // A page that changed since its last visit: C's gate would have turned it away.
-            if let Some(outcome) = gate(gated) {
+            if let Some(outcome) = run_gate(gate) {
                 return outcome;
             }
             if trust && !page.bytes().same_as(&hit.page.bytes()) {
@@ -510,16 +511,16 @@ pub(crate) enum Left {
 
 /// The phase of the per-page step ([`crate::step::Step::cmp_and_merge`]) that needs no tree, for a
 /// loose item: the volatility gate (only pages that kept their contents since the last pass go on)
-/// and, with `use_zero_pages`, the merge of an all-zero page with the zero page. `checksum` is the
-/// page's ([`crate::backend::Contents`]), taken just before. `None` if the page goes on to
+/// and, with `use_zero_pages`, the merge of an all-zero page with the zero page. `glance` is what
+/// [`RmapItem::glance`] read of the page at this visit. `None` if the page goes on to
 /// [`Trees::join`], in the shard of [`RmapItem::checksum`].
 pub(crate) fn admit<B: Backend>(
     backend: &B,
     item: &RmapItem<B>,
     page: &B::Page<'_>,
-    checksum: u32,
+    glance: Glance,
 ) -> Option<Outcome> {
-    if !item.admit(checksum) {
+    if !item.admit(glance) {
         return Some(Outcome::Volatile);
     }
     if backend.merge_zero(item, page) {
