@@ -19,9 +19,17 @@ use super::*;
 /// once at init.)
 pub(super) const BATCH: usize = 4096;
 
-/// The most page tables a batch's walk looks at between two offers to reschedule and looks at
-/// the address space's exit (C's scan does both at every page table).
-const WALK_TABLES: usize = 64;
+/// The most page tables a batch's walk looks at in one hold of the address space's mmap lock,
+/// between two offers to reschedule and looks at its exit (C's scan does both at every page
+/// table).
+const WALK_TABLES: usize = 16;
+
+/// The most pages a batch's walk takes in one hold of the address space's mmap lock. C holds
+/// it for one page at a time; holding it for a whole batch made the longest hold under TCG
+/// 2.5 times C's (`make bench PARTS=cost`), a wait for the process's own `mmap()` and
+/// `munmap()`. Taking a page's item and the smart-scan decision need no mmap lock: they are
+/// made between holds.
+const HOLD_PAGES: usize = 256;
 
 /// The fewest pages of a batch that `ksmd` shares with its helpers. Waking a helper costs more
 /// than a few pages take, and a small batch is most often the end of a small address space:
@@ -382,7 +390,9 @@ impl ScanState {
     }
 
     /// [`ScanState::gather`], with `found` (empty, with room for `BATCH`) for the pages of one
-    /// page table at a time.
+    /// walk at a time: each walk holds the mmap lock for at most [`WALK_TABLES`] page tables
+    /// and [`HOLD_PAGES`] pages, and the pages it found are taken into the batch once the lock
+    /// is dropped.
     pub(super) fn gather_into(
         &mut self,
         k: &Ksm,
@@ -391,8 +401,51 @@ impl ScanState {
         want: usize,
         found: &mut KVVec<(usize, HeldPage)>,
     ) -> Gathered {
+        loop {
+            kthread::cond_resched();
+            let room = (want - batch.len()).min(HOLD_PAGES);
+            let Some(next) = self.walk_some(slot, found, room) else {
+                return Gathered::SlotEnd;
+            };
+            // In address order, as the slot's list of items is.
+            found.as_mut_slice().reverse();
+            while let Some((addr, held)) = found.pop() {
+                let page = Page(held);
+                if !self.item_at(slot, addr) {
+                    return Gathered::NoMemory;
+                }
+                self.address = addr + PAGE_SIZE;
+                let page = (!self.should_skip(k, slot, &page)).then_some(page);
+                let list = slot.items.get_mut(&mut self.slots_token);
+                if let Some(item) = list.remove_current() {
+                    // Room for `BATCH` was made at init, and `want` is at most that.
+                    if let Err(e) = batch.push_within_capacity(Entry { item, page }) {
+                        let _ = list.insert(e.item);
+                        list.advance();
+                        return Gathered::Full;
+                    }
+                }
+                if batch.len() >= want {
+                    return Gathered::Full;
+                }
+            }
+            // Every address before `next` was looked at.
+            self.address = next;
+        }
+    }
+
+    /// One walk of `slot`'s mergeable areas from the scan address on, under one hold of its mmap
+    /// lock: puts into `found` at most `max` anonymous pages, looking at no more than
+    /// [`WALK_TABLES`] page tables, and gives the address up to which it looked (the caller
+    /// takes the pages, then moves the scan address there). `None` at the end of the areas, or
+    /// if the address space is exiting.
+    fn walk_some(
+        &mut self,
+        slot: &MmSlot,
+        found: &mut KVVec<(usize, HeldPage)>,
+        max: usize,
+    ) -> Option<usize> {
         let guard = slot.mm.mmap_read_lock();
-        // One walk of the areas from the scan address on, a page table at a time within each.
         for vma in guard.vmas_from(self.address) {
             if vma.flags() & flags::MERGEABLE == 0 {
                 continue;
@@ -400,44 +453,24 @@ impl ScanState {
             if self.address < vma.start() {
                 self.address = vma.start();
             }
-            if !vma.has_anon_vma() {
+            if !vma.has_anon_vma() || self.address >= vma.end() {
                 self.address = vma.end();
+                continue;
             }
-            while self.address < vma.end() {
-                if slot.mm.is_exiting() {
-                    return Gathered::SlotEnd;
-                }
-                kthread::cond_resched();
-                let mut tables = WALK_TABLES;
-                let (end, room) = (vma.end(), want - batch.len());
-                let next = pgtable::anon_pages(vma, self.address, end, found, room, &mut tables);
-                // In address order, as the slot's list of items is.
-                found.as_mut_slice().reverse();
-                while let Some((addr, held)) = found.pop() {
-                    let page = Page(held);
-                    if !self.item_at(slot, addr) {
-                        return Gathered::NoMemory;
-                    }
-                    self.address = addr + PAGE_SIZE;
-                    let page = (!self.should_skip(k, slot, &page)).then_some(page);
-                    let list = slot.items.get_mut(&mut self.slots_token);
-                    if let Some(item) = list.remove_current() {
-                        // Room for `BATCH` was made at init, and `want` is at most that.
-                        if let Err(e) = batch.push_within_capacity(Entry { item, page }) {
-                            let _ = list.insert(e.item);
-                            list.advance();
-                            return Gathered::Full;
-                        }
-                    }
-                    if batch.len() >= want {
-                        return Gathered::Full;
-                    }
-                }
-                // Every address before `next` was looked at.
-                self.address = next;
+            if slot.mm.is_exiting() {
+                return None;
             }
+            let mut tables = WALK_TABLES;
+            return Some(pgtable::anon_pages(
+                vma,
+                self.address,
+                vma.end(),
+                found,
+                max,
+                &mut tables,
+            ));
         }
-        Gathered::SlotEnd
+        None
     }
 
     /// Finishes the scan of `slot`, whose mergeable areas were all walked, and moves to the next
