@@ -9,15 +9,16 @@
 # CPU so one scanner thread), NATIVE_REPS boots each (default 5), taking turns, every byte
 # verified; bench_report.py --native prints their table beside the TCG one and writes
 # build/bench/results-native.json.
-# The running cost (PARTS=cost, tests/vm/ksmbench.py's cost-chains, cost-copies and sparse):
+# The running cost (PARTS=cost, tests/vm/ksmbench.py's cost-chains, cost-copies, cost-walk, sparse):
 # once merging settled, CPU per GiB per full scan and the scanner's mmap lock holds (COST_MIB,
 # default 256), and a sparse area's scan and unmerges (tests/vm/sparse.c: SPARSE_GIB, default
 # 1024, on rksm; C_SPARSE_GIB, default 64, on C, whose unmerge visits every address: minutes a
 # terabyte under TCG); natively too (NATIVE_COST_MIB, default 1024; NATIVE_SPARSE_GIB, 16 on
-# both), where there are no trace events for the lock holds. bench_report.py --cost prints them.
+# both; NATIVE_COST_PASSES full scans timed, default 10: UML counts CPU time in ticks), where
+# there are no trace events for the lock holds. bench_report.py prints them.
 # REPS (default 3), MIB per process (default 256), PROCS (2), MODES (best,worst,prefix),
 # PARTS (ksmpages,selftests,qemu,cost,native), THREADS (scanner threads to try on rksm, default
-# "1,2").
+# "1,2"); TCG=0 leaves out every run under TCG (PARTS=cost TCG=0: the running cost natively only).
 # The kernels timed are built with FLAVOR=bench (the test config without lockdep and the other
 # costly debugging checks, kernel/config/bench.config); FLAVOR=test times the test kernels.
 set -euo pipefail
@@ -29,7 +30,8 @@ FLAVOR=${FLAVOR:-bench}
 case $FLAVOR in bench) img=bzImage-bench ;; test) img=bzImage ;; *) die "FLAVOR: bench or test" ;; esac
 parts=${PARTS:-ksmpages,selftests,qemu,cost,native}
 has_part() { echo "$parts" | tr ',' '\n' | grep -qx "$1"; }
-if [ "$parts" != native ]; then
+tcg=${TCG:-1}
+if [ "$parts" != native ] && [ "$tcg" != 0 ]; then
 	for k in c rust; do FLAVOR=$FLAVOR KSM=$k "$PROJECT/scripts/kernel.sh"; done
 fi
 "$PROJECT/scripts/selftests.sh"
@@ -60,6 +62,7 @@ run_bench() { # kernel, run directory, output, ksmbench arguments...
 		"$PROJECT/scripts/vm.sh" || die "the benchmark failed on the $k kernel (build/vm/$run/)"
 }
 near=$(echo "$parts" | tr ',' '\n' | { grep -vE '^(qemu|native)$' || true; } | paste -sd, -)
+[ "$tcg" = 0 ] && near=
 if [ -n "$near" ]; then
 	for rep in $(seq "$REPS"); do
 		for k in c rust; do
@@ -69,7 +72,7 @@ if [ -n "$near" ]; then
 		done
 	done
 fi
-if echo "$parts" | tr ',' '\n' | grep -qx qemu; then
+if [ "$tcg" != 0 ] && echo "$parts" | tr ',' '\n' | grep -qx qemu; then
 	for k in c rust; do
 		say "bench on the $k kernel (QEMU guests, $REPS repetitions)"
 		run_bench $k bench-$k-qemu raw-$k-qemu.jsonl --reps "$REPS" --parts qemu
@@ -90,7 +93,8 @@ if [ $native = 1 ]; then
 				CMD="python3 $PROJECT/tests/vm/ksmbench.py --impl $k \
 --out $B/bench/raw-um-$k-$rep.jsonl --mib ${MIB:-256} --procs ${PROCS:-2} \
 --modes ${MODES:-best,worst,prefix} --threads 1 --reps 1 --first-rep $((rep - 1)) \
---parts $native_parts --cost-mib ${NATIVE_COST_MIB:-1024} --sparse-gib ${NATIVE_SPARSE_GIB:-16}" \
+--parts $native_parts --cost-mib ${NATIVE_COST_MIB:-1024} --cost-passes ${NATIVE_COST_PASSES:-10} \
+--sparse-gib ${NATIVE_SPARSE_GIB:-16}" \
 				"$PROJECT/scripts/um.sh" || die "the native benchmark failed on the $k kernel (build/um/bench-$k-$rep/)"
 			cat "$B/um/bench-$k-$rep/output.log"
 		done

@@ -149,12 +149,13 @@ def cost_table(records):
     for r in records:
         groups.setdefault((r["workload"], r["impl"], r["threads"]), []).append(r)
     summary = []
-    shapes = [w for w in ("cost-chains", "cost-copies") if any(k[0] == w for k in groups)]
+    shapes = [w for w in ("cost-chains", "cost-copies", "cost-walk")
+              if any(k[0] == w for k in groups)]
     if shapes:
         print()
-        print("%-12s %-5s %3s %4s %9s %12s %9s %9s %10s %10s %9s %13s"
-              % ("running cost", "impl", "thr", "runs", "settle s", "CPU s/GiB/p", "scanned",
-                 "skipped", "lock max", "lock p99", "C/rksm", "(runs' range)"))
+        print("%-12s %-5s %3s %4s %9s %12s %8s %9s %9s %10s %10s %9s %13s"
+              % ("running cost", "impl", "thr", "runs", "settle s", "CPU s/GiB/p", "ns/page",
+                 "scanned", "skipped", "lock max", "lock p99", "C/rksm", "(runs' range)"))
     for w in shapes:
         c = groups.get((w, "c", 1), [])
         for impl in ("c", "rust"):
@@ -166,11 +167,15 @@ def cost_table(records):
                 for k in ("settle_s", "cpu_s_per_gib_pass", "scanned_per_pass",
                           "skipped_per_pass", "lock_max_us", "lock_p99_us", "pass_s"):
                     row[k] = median(rs, k)
+                # Per page of the area per pass: comparable with the walk alone (cost-walk).
+                page = median(rs, "page_size") or 4096
+                row["ns_per_page"] = (row["cpu_s_per_gib_pass"] * page / 2**30 * 1e9
+                                      if row["cpu_s_per_gib_pass"] is not None else None)
                 row |= {"c_over_rksm_cpu": ratio, "lowest": lo, "highest": hi}
                 summary.append(row)
-                print("%-12s %-5s %3d %4d %9s %12s %9s %9s %10s %10s %9s %13s"
+                print("%-12s %-5s %3d %4d %9s %12s %8s %9s %9s %10s %10s %9s %13s"
                       % (w, impl, t, len(rs), fmt(row["settle_s"], ".2f"),
-                         fmt(row["cpu_s_per_gib_pass"], ".4f"),
+                         fmt(row["cpu_s_per_gib_pass"], ".4f"), fmt(row["ns_per_page"], ".0f"),
                          fmt(row["scanned_per_pass"], ".0f"), fmt(row["skipped_per_pass"], ".0f"),
                          fmt(row["lock_max_us"], ".0f") + (" us" if row["lock_max_us"] else ""),
                          fmt(row["lock_p99_us"], ".0f") + (" us" if row["lock_p99_us"] else ""),
@@ -178,7 +183,9 @@ def cost_table(records):
                          "%.2f-%.2f" % (lo, hi) if lo is not None else ""))
     if shapes:
         print("once merging settled (pages_to_scan=2000, sleep_millisecs=0): CPU seconds of every "
-              "scanner thread per GiB per full scan; scanned, skipped: pages per pass; lock: "
+              "scanner thread per GiB per full scan, and per page of the area (ns/page); "
+              "cost-walk: the page-table walk alone (every page the zero page, which no scan "
+              "takes); scanned, skipped: pages per pass; lock: "
               "the scanner's holds of the process's mmap lock; C/rksm: the median over "
               "repetitions of C's CPU over rksm's in the same repetition")
     sparse = [(k, groups[k]) for k in sorted(groups) if k[0] == "sparse"]
@@ -204,6 +211,44 @@ def cost_table(records):
 
 
 PAGE_MIB = 4096 / 2**20
+
+
+def plot_cost(columns, path):
+    """Draws the running cost (`columns`: a title and its records, TCG and native): per shape,
+    the median CPU seconds per GiB per full scan of C and rksm side by side, on a logarithmic
+    axis (the walk alone is far below the rest)."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    columns = [(title, [r for r in rs if r["workload"].startswith("cost-")])
+               for title, rs in columns]
+    columns = [(title, rs) for title, rs in columns if rs]
+    if not columns:
+        return False
+    fig, axes = plt.subplots(1, len(columns), squeeze=False, figsize=(6.5 * len(columns), 3.5))
+    for col, (title, rs) in enumerate(columns):
+        ax = axes[0, col]
+        shapes = [w for w in ("cost-chains", "cost-copies", "cost-walk")
+                  if any(r["workload"] == w for r in rs)]
+        for i, (impl, color, name) in enumerate((("c", "tab:blue", "C KSM"),
+                                                 ("rust", "tab:red", "rksm"))):
+            ys = [median([r for r in rs if r["workload"] == w and r["impl"] == impl
+                          and r["threads"] == 1], "cpu_s_per_gib_pass") for w in shapes]
+            xs = [j + (i - 0.5) * 0.4 for j in range(len(shapes))]
+            ax.bar([x for x, y in zip(xs, ys) if y], [y for y in ys if y], width=0.4,
+                   color=color, label=name)
+        ax.set_xticks(range(len(shapes)))
+        ax.set_xticklabels([w[len("cost-"):] for w in shapes])
+        ax.set_yscale("log")
+        ax.set_ylabel("CPU s per GiB per full scan")
+        ax.set_title("running cost once merged, %s" % title)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    return True
 
 
 def plot(columns, path):
@@ -406,9 +451,16 @@ def main():
         columns = [("TCG", rates), ("native", [r for r in load(args.native_raw)
                                                if not is_cost(r)])]
     drawn = plot(columns, png)
+    if args.native:
+        cost_columns = [("native", costs)]
+    else:
+        cost_columns = [("TCG", costs), ("native", [r for r in load(args.native_raw)
+                                                    if is_cost(r)])]
+    drawn_cost = plot_cost(cost_columns, os.path.join(OUT, "cost%s.png" % name))
     print()
-    print("results: build/bench/results%s.json%s"
-          % (name, ", plot: build/bench/memfree%s.png" % name if drawn else ""))
+    print("results: build/bench/results%s.json%s%s"
+          % (name, ", plot: build/bench/memfree%s.png" % name if drawn else "",
+             ", running cost: build/bench/cost%s.png" % name if drawn_cost else ""))
     bad = [r for r in records if not r["verified"]]
     for r in bad:
         print("FAILED check: %s %s thread(s) %s: %s" % (r["impl"], r["workload"], r["threads"],

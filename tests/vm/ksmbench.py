@@ -12,7 +12,9 @@ other knobs at their boot values) and appends one JSON record per run to OUT:
   cost-chains / cost-copies        the running cost (part "cost"): one process of MIB MiB, one
                                    page in four a copy of 64 contents (chains) or of
                                    as many as give each four copies (copies),
-                                   the rest unique (tests/vm/ksmpages.c); once merging settled,
+                                   the rest unique (tests/vm/ksmpages.c); and the page-table
+                                   walk alone (cost-walk: every page zero, merged with the zero
+                                   page by use_zero_pages, which no scan takes); once merging settled,
                                    ksmd's CPU per GiB per full scan, pages scanned and skipped
                                    per pass, and the longest and 99th-percentile hold of the
                                    process's mmap lock by a scanner thread (trace events)
@@ -449,9 +451,21 @@ def run_cost(impl, shape, mib, threads, rep, passes):
     if threads_knob():
         ksm_write("scan_threads", threads)
     exe = os.path.join(TOP, "build", "tests", "ksmpages")
-    proc = Proc(exe, shape, mib)
-    w = Watch("stable", 0)
-    settle, sharing = w.last_growth()
+    if shape == "walk":
+        # The page-table walk alone: every page zero, merged with the zero page
+        # (use_zero_pages), which neither kernel's scan takes: a pass reads the page tables.
+        ksm_write("use_zero_pages", 1)
+        proc = Proc(exe, "zeros", mib)
+        pages = mib * 1024 * 1024 // os.sysconf("SC_PAGE_SIZE")
+        ksm_write("run", 1)
+        t_start = time.monotonic()
+        while ksm_read("ksm_zero_pages") < pages and time.monotonic() - t_start < 900:
+            time.sleep(0.01)
+        settle, sharing = time.monotonic() - t_start, ksm_read("ksm_zero_pages")
+    else:
+        proc = Proc(exe, shape, mib)
+        w = Watch("stable", 0)
+        settle, sharing = w.last_growth()
     # Whole passes from here: the first boundary, then `passes` more.
     f0 = ksm_read("full_scans")
     while ksm_read("full_scans") == f0:
@@ -465,10 +479,11 @@ def run_cost(impl, shape, mib, threads, rep, passes):
     sc1, sk1 = ksm_read("pages_scanned"), ksm_read("pages_skipped")
     pass_s = (t1 - t0) / passes
     holds, lost = lock_holds(max(2 * pass_s, 1.0))
-    sharing_after = ksm_read("pages_sharing")
+    sharing_after = ksm_read("ksm_zero_pages" if shape == "walk" else "pages_sharing")
     answer = proc.ask("verify")
     proc.stop()
     ksm_write("run", 2)
+    ksm_write("use_zero_pages", 0)
     gib = mib / 1024
     ok = (answer.startswith("ok") and sharing > 0 and sharing_after >= sharing
           and holds != [] and not lost)
@@ -477,6 +492,7 @@ def run_cost(impl, shape, mib, threads, rep, passes):
     return {
         "workload": "cost-" + shape, "impl": impl, "threads": threads, "rep": rep,
         "mib_per_proc": mib, "settle_s": round(settle or 0, 3), "pages_sharing": sharing_after,
+        "page_size": os.sysconf("SC_PAGE_SIZE"),
         "passes": passes, "pass_s": round(pass_s, 4),
         "cpu_s_per_gib_pass": round((cpu1 - cpu0) / passes / gib, 4),
         "scanned_per_pass": (sc1 - sc0) // passes, "skipped_per_pass": (sk1 - sk0) // passes,
@@ -557,7 +573,7 @@ def main():
         run_qemu(args.impl, args.qemu_mib, 1, args.reps, results)
     if "cost" in parts:
         for rep in range(args.first_rep, args.first_rep + args.reps):
-            for shape in ("chains", "copies"):
+            for shape in ("chains", "copies", "walk"):
                 for t in threads:
                     say("cost %s %d MiB, %d thread(s), run %d" % (shape, args.cost_mib, t, rep + 1))
                     r = run_cost(args.impl, shape, args.cost_mib, t, rep, args.cost_passes)

@@ -37,6 +37,8 @@
  *           fill stable nodes up to max_page_sharing and make chains of them
  *   copies  as chains with as many contents as give each four copies: many contents with few
  *           copies each
+ *   zeros   every byte zero (written, so each page is a page of its own until KSM merges it,
+ *           with use_zero_pages, into the zero page)
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -54,7 +56,7 @@
 #define HPAGE (2UL << 20)
 #define PREFIX 128
 
-enum mode { BEST, WORST, PREFIX_MODE, RANDOM, CHAINS, COPIES };
+enum mode { BEST, WORST, PREFIX_MODE, RANDOM, CHAINS, COPIES, ZEROS };
 
 static enum mode mode;
 static uint64_t salt;
@@ -83,6 +85,9 @@ static void fill(uint64_t *p, unsigned long i)
 	switch (mode) {
 	case BEST:
 		memset(p, 0x5a, PAGE);
+		break;
+	case ZEROS:
+		memset(p, 0, PAGE);
 		break;
 	case WORST:
 		memset(p, 0, PAGE - 8);
@@ -181,6 +186,8 @@ int main(int argc, char **argv)
 				mode = CHAINS;
 			else if (!strcmp(optarg, "copies"))
 				mode = COPIES;
+			else if (!strcmp(optarg, "zeros"))
+				mode = ZEROS;
 			else
 				goto usage;
 			break;
@@ -346,6 +353,7 @@ next:
 	}
 	return 0;
 usage:
-	fprintf(stderr, "usage: %s [-m best|worst|prefix|random] [-s MiB] [-t]\n", argv[0]);
+	fprintf(stderr, "usage: %s [-m best|worst|prefix|random|chains|copies|zeros] [-s MiB] [-t]\n",
+		argv[0]);
 	return 2;
 }
