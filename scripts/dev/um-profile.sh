@@ -5,6 +5,9 @@
 # 50 ms windows where KSM code ran: symbols, and the host kernel's share (UML's own costs:
 # system calls that change the host's mappings, ptrace, switches).
 #   KSM=rust MODE=best scripts/dev/um-profile.sh      (KERNEL= another image)
+# MODE=cost-chains (or cost-copies, cost-walk): the running cost instead, ksmbench's part cost
+# over MIB MiB (default 1024) with PASSES full scans timed (default 60), so that the samples are
+# mostly of the steady state.
 set -euo pipefail
 . "$(dirname "$0")/../lib.sh"
 KSM=${KSM:-rust}
@@ -13,9 +16,15 @@ kernel=$(realpath "${KERNEL:-$B/linux-um-$KSM}")
 out=$B/um/prof-$KSM-$MODE
 mkdir -p "$B/um"
 say "perf record of $(basename "$kernel"): $MODE, 2 x ${MIB:-256} MiB"
+case $MODE in
+cost-*)
+	args="--parts cost --cost-shapes ${MODE#cost-} --cost-mib ${MIB:-1024} \
+--cost-passes ${PASSES:-60} --sparse-gib 0" ;;
+*) args="--mib ${MIB:-256} --procs 2 --modes $MODE --parts ksmpages" ;;
+esac
 perf record -q -F 1999 -o "$out.data" -- env KSM="$KSM" KERNEL="$kernel" UM_RUN="$B/um/prof-run" \
 	QUIET=1 CMD="python3 $PROJECT/tests/vm/ksmbench.py --impl $KSM --out $out.jsonl \
---mib ${MIB:-256} --procs 2 --modes $MODE --threads 1 --reps 1 --parts ksmpages" \
+--threads 1 --reps 1 $args" \
 	"$PROJECT/scripts/um.sh" > /dev/null
 perf script -i "$out.data" -F tid,time,ip,sym,dso 2> /dev/null > "$out.script"
 python3 - "$out.script" "$(basename "$kernel")" "$out.jsonl" "$MODE" <<'PY' | tee "$out.txt"
@@ -41,9 +50,11 @@ for tid, t, sym, dso in chosen:
     else:
         host += 1
 n = len(chosen)
-rate = [json.loads(l)["mib_per_s"] for l in open(results)]
-print("%s, %s: %.0f MiB/s; sampled %.2f s in %d windows; host kernel %.1f%%"
-      % (image, mode, rate[0], n / 1999, len(windows),
+rec = [json.loads(l) for l in open(results)][0]
+rate = ("%.0f MiB/s" % rec["mib_per_s"] if "mib_per_s" in rec
+        else "%.4f CPU s/GiB/pass" % rec["cpu_s_per_gib_pass"])
+print("%s, %s: %s; sampled %.2f s in %d windows; host kernel %.1f%%"
+      % (image, mode, rate, n / 1999, len(windows),
          100 * host / max(n, 1)))
 for sym, k in by_sym.most_common(25):
     print("  %5.1f%%  %s" % (100 * k / n, sym))

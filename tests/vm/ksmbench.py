@@ -539,7 +539,9 @@ def main():
     ap.add_argument("--parts", default="ksmpages,selftests,qemu")
     ap.add_argument("--cost-mib", type=int, default=256)
     ap.add_argument("--cost-passes", type=int, default=5)
-    ap.add_argument("--sparse-gib", type=int, default=1024)
+    ap.add_argument("--sparse-gib", type=int, default=1024,
+                    help="the sparse area's size (0: no sparse run)")
+    ap.add_argument("--cost-shapes", default="chains,copies,walk")
     args = ap.parse_args()
     parts = args.parts.split(",")
     threads = [int(t) for t in args.threads.split(",")]
@@ -573,7 +575,7 @@ def main():
         run_qemu(args.impl, args.qemu_mib, 1, args.reps, results)
     if "cost" in parts:
         for rep in range(args.first_rep, args.first_rep + args.reps):
-            for shape in ("chains", "copies", "walk"):
+            for shape in args.cost_shapes.split(","):
                 for t in threads:
                     say("cost %s %d MiB, %d thread(s), run %d" % (shape, args.cost_mib, t, rep + 1))
                     r = run_cost(args.impl, shape, args.cost_mib, t, rep, args.cost_passes)
@@ -584,6 +586,8 @@ def main():
                                 r["lock_p99_us"],
                                 "verified" if r["verified"] else "FAILED: " + r["check"]))
                     results.append(r)
+            if not args.sparse_gib:
+                continue
             say("sparse %d GiB, run %d" % (args.sparse_gib, rep + 1))
             r = run_sparse(args.impl, args.sparse_gib, rep)
             say("  %s; %s" % (", ".join("%s %.3f s" % (k[:-2], v) for k, v in r.items()
