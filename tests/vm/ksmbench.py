@@ -473,10 +473,17 @@ def run_cost(impl, shape, mib, threads, rep, passes):
     f0 = ksm_read("full_scans")
     cpu0, t0 = ksmd_cpu(), time.monotonic()
     sc0, sk0 = ksm_read("pages_scanned"), ksm_read("pages_skipped")
-    while ksm_read("full_scans") < f0 + passes:
+    # At least `passes` full scans and two seconds: the CPU times are counted in clock ticks,
+    # and a pass of the walk alone takes a millisecond natively.
+    while ksm_read("full_scans") < f0 + passes or time.monotonic() - t0 < 2.0:
+        time.sleep(0.005)
+    # Then to the next pass boundary, as at the start.
+    f1 = ksm_read("full_scans")
+    while ksm_read("full_scans") == f1:
         time.sleep(0.005)
     cpu1, t1 = ksmd_cpu(), time.monotonic()
     sc1, sk1 = ksm_read("pages_scanned"), ksm_read("pages_skipped")
+    passes = ksm_read("full_scans") - f0
     pass_s = (t1 - t0) / passes
     holds, lost = lock_holds(max(2 * pass_s, 1.0))
     sharing_after = ksm_read("ksm_zero_pages" if shape == "walk" else "pages_sharing")

@@ -951,6 +951,8 @@ static int threads_list[16] = { 1, 2, 4 }, nthreads = 3, advisor_on, stop_thread
 static int64_t t_start;
 static long cur[4], peak[4], left[2][4];	/* pages_shared, _sharing, ksm_zero, merging */
 static long minutes, merged_minutes;	/* of the run proper; those that saw pages_sharing > 0 */
+/* rksm's sample_misses at the start (-1 on C KSM, which has no such file) */
+static long sample_misses0 = -1;
 
 /* Write a string to a knob: 0 or the errno. (Writing "" returns 0: sysfs_kf_write().) */
 static int kwrite(const char *knob, const char *val)
@@ -1306,6 +1308,13 @@ static int report(void)
 	printf("  %-28s %10ld  %-28s %10ld\n  %-28s %10ld  %-28s %10lld\n", "peak pages_shared",
 	       peak[0], "peak ksm_zero_pages", peak[2], "peak sum ksm_merging_pages", peak[3],
 	       "workers/children died", (long long)died);
+	/*
+	 * rksm: the changes its volatility gate's sample missed and a recheck of the whole page
+	 * found (the page may have been merged meanwhile, exactly, and copied again on write).
+	 */
+	if (sample_misses0 >= 0)
+		printf("  %-28s %10ld\n", "sample misses (rksm)",
+		       kread("sample_misses") - sample_misses0);
 	for (w = sh->w; w < sh->w + nslots; w++)
 		if (w->kind == K_BYSTANDER)
 			printf("  %-28s %ld -> %ld kB\n", "bystander AnonHugePages", w->thp_kb[0],
@@ -1408,6 +1417,7 @@ int main(int argc, char **argv)
 		nodes[1] = s ? atoi(s + 1) : nodes[0];
 	}
 	nnodes = nodes[1] != nodes[0] ? 2 : 1;
+	sample_misses0 = kread("sample_misses");
 	/* merge_scope reads "[global] memcg mm": the one in brackets is in use */
 	for (i = 0; scope < 0 && i < SC_NR; i++) {
 		snprintf(buf, sizeof(buf), "[%s]", scope_name[i]);
