@@ -168,9 +168,11 @@ def cost_table(records):
                           "skipped_per_pass", "lock_max_us", "lock_p99_us", "pass_s"):
                     row[k] = median(rs, k)
                 # Per page of the area per pass: comparable with the walk alone (cost-walk).
-                page = median(rs, "page_size") or 4096
+                # The guest's page size, as ksmbench recorded it (records without it: no figure).
+                page = median(rs, "page_size")
                 row["ns_per_page"] = (row["cpu_s_per_gib_pass"] * page / 2**30 * 1e9
-                                      if row["cpu_s_per_gib_pass"] is not None else None)
+                                      if row["cpu_s_per_gib_pass"] is not None and page
+                                      else None)
                 row |= {"c_over_rksm_cpu": ratio, "lowest": lo, "highest": hi}
                 summary.append(row)
                 print("%-12s %-5s %3d %4d %9s %12s %8s %9s %9s %10s %10s %9s %13s"

@@ -201,7 +201,6 @@ impl<'a> PageBytes<'a> {
         // reversing the bytes brings the high bits down before the next one. (A rotation would
         // too, but under emulation it costs as much as the rest of the step: it must work out
         // the flags, which a byte swap leaves alone.)
-        let mix = |h: u64, w: u64| ((h ^ w).wrapping_mul(P)).swap_bytes();
         let mut h = LANE_SEEDS;
         let mut i = 0;
         while i + LANES <= WORDS {
@@ -215,13 +214,7 @@ impl<'a> PageBytes<'a> {
             h[7] = mix(h[7], load(i + 7));
             i += LANES;
         }
-        let mut h = h.iter().fold(0, |acc, &lane| mix(acc, lane));
-        h ^= h >> 33;
-        h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
-        h ^= h >> 33;
-        h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
-        h ^= h >> 33;
-        h as u32
+        finish(&h)
     }
 
     /// A hash of a sample of the page, for seeing cheaply whether it changed: [`SAMPLE_RUNS`]
@@ -238,26 +231,20 @@ impl<'a> PageBytes<'a> {
         // `run * BLOCK + BLOCK <= WORDS`), inside the page. A concurrent write makes the result
         // the hash of some mix of old and new contents.
         let load = |i: usize| unsafe { p.add(i).read_volatile() };
-        let mix = |h: u64, w: u64| ((h ^ w).wrapping_mul(P)).swap_bytes();
         let mut h = LANE_SEEDS;
         for k in 0..SAMPLE_RUNS {
-            let run = k * (RUNS - 1) / (SAMPLE_RUNS - 1);
-            let i = run * BLOCK;
+            let i = sample_run(k) * BLOCK;
             for (lane, h) in h.iter_mut().enumerate() {
                 *h = mix(*h, load(i + lane));
             }
         }
-        let mut h = h.iter().fold(0, |acc, &lane| mix(acc, lane));
-        h ^= h >> 33;
-        h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
-        h ^= h >> 33;
-        h as u32
+        finish(&h)
     }
 
     /// Whether [`PageBytes::sample`] reads the byte at `offset` of a page.
     pub fn sampled(offset: usize) -> bool {
         let run = offset / (BLOCK * WORD);
-        offset < PAGE_SIZE && (0..SAMPLE_RUNS).any(|k| k * (RUNS - 1) / (SAMPLE_RUNS - 1) == run)
+        offset < PAGE_SIZE && (0..SAMPLE_RUNS).any(|k| sample_run(k) == run)
     }
 }
 
@@ -308,6 +295,32 @@ const RUNS: usize = WORDS / BLOCK;
 /// The runs of eight words that [`PageBytes::sample`] reads.
 pub const SAMPLE_RUNS: usize = 8;
 const _: () = assert!(SAMPLE_RUNS >= 2 && SAMPLE_RUNS <= RUNS && LANES == BLOCK);
+
+/// One step of a lane of [`PageBytes::checksum`] and [`PageBytes::sample`]: a bijection of the
+/// lane's state for each word.
+#[inline(always)]
+fn mix(h: u64, w: u64) -> u64 {
+    ((h ^ w).wrapping_mul(P)).swap_bytes()
+}
+
+/// The `k`-th run of eight words that [`PageBytes::sample`] reads (below `RUNS`).
+#[inline(always)]
+fn sample_run(k: usize) -> usize {
+    k * (RUNS - 1) / (SAMPLE_RUNS - 1)
+}
+
+/// The hash of [`PageBytes::checksum`] and [`PageBytes::sample`] from their lanes: the lanes
+/// mixed in turn, then a finaliser that spreads every bit over the 32 kept.
+#[inline(always)]
+fn finish(lanes: &[u64; LANES]) -> u32 {
+    let mut h = lanes.iter().fold(0, |acc, &lane| mix(acc, lane));
+    h ^= h >> 33;
+    h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    h ^= h >> 33;
+    h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+    h ^= h >> 33;
+    h as u32
+}
 const _: () = assert!(WORDS % LANES == 0);
 
 /// `x`, through an empty assembly block that the optimiser cannot see into, so that a test of

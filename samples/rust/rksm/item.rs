@@ -50,6 +50,12 @@ pub(crate) const RECHECK_PASSES: u32 = 16;
 /// (the periodic recheck of [`RmapItem::glance`]): published as `sample_misses`.
 pub(crate) static SAMPLE_MISSES: AtomicU64 = AtomicU64::new(0);
 
+/// The bits of [`RmapItem::glance`] that the sample of `bytes` gives: never 0, which is "never
+/// seen".
+fn sample_bits(bytes: &PageBytes<'_>) -> u8 {
+    ((bytes.sample() % u32::from(GLANCE_SAMPLE)) + 1) as u8
+}
+
 /// What the volatility gate reads of a page at a visit ([`RmapItem::glance`]), for
 /// [`RmapItem::admit`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -155,8 +161,7 @@ impl<B: Backend> RmapItem<B> {
     ///
     /// Only the thread that works on the item's page calls it, before [`RmapItem::admit`].
     pub(crate) fn glance(&self, bytes: &PageBytes<'_>, pass: u32) -> Glance {
-        // 0 is "never seen": a sample of 0 counts as 1.
-        let sample = ((bytes.sample() % u32::from(GLANCE_SAMPLE)) + 1) as u8;
+        let sample = sample_bits(bytes);
         let seen = self.glance.load(Relaxed);
         let recheck = pass.wrapping_add(self.checksum()) % RECHECK_PASSES == 0;
         let sum = (seen & GLANCE_SAMPLE == sample && (seen & GLANCE_CURRENT == 0 || recheck))
@@ -207,8 +212,8 @@ impl<B: Backend> RmapItem<B> {
     #[cfg(CONFIG_KUNIT)]
     pub(crate) fn set_checksum(&self, checksum: u32, bytes: &PageBytes<'_>) {
         self.checksum.store(checksum, Relaxed);
-        let sample = ((bytes.sample() % u32::from(GLANCE_SAMPLE)) + 1) as u8;
-        self.glance.store(sample | GLANCE_CURRENT, Relaxed);
+        self.glance
+            .store(sample_bits(bytes) | GLANCE_CURRENT, Relaxed);
     }
 
     /// The checksum recorded at the last visit.
