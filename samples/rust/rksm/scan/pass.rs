@@ -9,15 +9,24 @@
 
 use super::*;
 
-/// How many pages `ksmd` gathers for a batch (C walks to one page at a time). Each batch costs a
+/// The most pages `ksmd` gathers for a batch (C walks to one page at a time). Each batch costs a
 /// walk start under the mmap lock, putting its items back, publishing the counters of the shards
 /// it changed and, with helpers, a hand-over during which a helper waits: fewer, larger batches
 /// cost less (the measurement is in Documentation/mm/rksm.rst), and two threads taking pages from
 /// both ends of a large batch work in different page tables until they meet, rather than
 /// waiting for each other's page table lock. The pages of a batch keep a reference until they
-/// are merged, so more is not free either. (The batch vectors, 96 KiB each, are `kvmalloc`ed
-/// once at init.)
+/// are merged, so more is not free either (see [`PINNED_SHARE`]). (The batch vectors, 96 KiB
+/// each, are `kvmalloc`ed once at init.)
 pub(super) const BATCH: usize = 4096;
+
+/// A batch holds at most this share of its address space's pages (counted by their rmap_items):
+/// `1 / PINNED_SHARE`. A page keeps its reference from the walk until it is merged, and a page
+/// with a reference more can be neither migrated (compaction, `move_pages()`) nor split and
+/// swapped out (`MADV_PAGEOUT` of part of a large folio). With whole batches of [`BATCH`] pages,
+/// a small process had most of its pages held at any moment while `ksmd` ran, where C holds
+/// one: the mm selftest `cow`, run with every process merged, could not swap out twice as many
+/// of its huge pages as on C. Large address spaces, where batches pay, still get them.
+const PINNED_SHARE: usize = 64;
 
 /// The most page tables a batch's walk looks at in one hold of the address space's mmap lock,
 /// between two offers to reschedule and looks at its exit (C's scan does both at every page
@@ -92,6 +101,11 @@ pub(super) fn skip_age(age: u8) -> u8 {
         6..=8 => 4,
         _ => 8,
     }
+}
+
+/// How many pages the next batch of `slot` may hold (see [`PINNED_SHARE`]).
+fn batch_for(slot: &MmSlot) -> usize {
+    (slot.nr_items.load(Relaxed) / PINNED_SHARE).clamp(1, BATCH)
 }
 
 impl Ksm {
@@ -191,7 +205,7 @@ impl ScanState {
                     let Some(slot) = self.slot_to_scan(k) else {
                         break;
                     };
-                    let g = self.gather(k, &slot, &mut cur, left.min(BATCH));
+                    let g = self.gather(k, &slot, &mut cur, left.min(batch_for(&slot)));
                     self.free_doomed(k, &slot);
                     (slot, g)
                 }
@@ -205,7 +219,7 @@ impl ScanState {
                 && left > 0
                 && !kthread::freezing();
             let ahead = k.merge_batch(&mut cur, threads, || {
-                ahead.then(|| self.gather(k, &slot, &mut next, left.min(BATCH)))
+                ahead.then(|| self.gather(k, &slot, &mut next, left.min(batch_for(&slot))))
             });
             self.free_doomed(k, &slot);
             self.put_back(&slot, &mut cur);
