@@ -81,7 +81,7 @@ impl Fix {
 
     /// One pass over every item.
     fn pass(&mut self) -> KVec<Option<Outcome>> {
-        self.t.reset_unstable();
+        self.t.renew_unstable();
         let mut out = KVec::new();
         for i in 0..self.its.len() {
             let o = self.visit(i);

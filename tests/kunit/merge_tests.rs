@@ -49,7 +49,7 @@ impl<'p> Fix<'p> {
 
     /// One pass over the items `range`: an empty unstable tree, then every item in order.
     fn pass(&mut self, range: core::ops::Range<usize>) -> KVec<Option<Outcome>> {
-        self.t.reset_unstable();
+        self.t.renew_unstable();
         let mut out = KVec::new();
         for i in range {
             let o = self.visit(i);

@@ -140,7 +140,7 @@ fn run(
     while ran < passes || (threads > 1 && tally.most.load(Relaxed) < 2 && ran < MOST_PASSES) {
         ran += 1;
         for i in 0..set.len() {
-            set.lock(i).trees.reset_unstable();
+            set.lock(i).trees.renew_unstable();
         }
         tally.joined.store(0, Relaxed);
         tally

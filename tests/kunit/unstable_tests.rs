@@ -7,7 +7,7 @@ use super::pages::{global_probe, items, max_rb_height, shuffled, Pattern, TestMa
 use crate::backend::Contents;
 use crate::compare::{Order, Stats};
 use crate::item::RmapItem;
-use crate::unstable::{Lookup, UnstableTree};
+use crate::unstable::{Lookup, UnstableTree, MIN_SPLIT};
 use core::cmp::Ordering;
 use kernel::kunit_suite::{Check, TestResult};
 use kernel::page::PAGE_SIZE;
@@ -64,46 +64,67 @@ fn against_naive(pattern: Pattern, n: usize, order: Order) -> TestResult {
     let items = items(n).check()?;
     let mut tree = UnstableTree::new();
     let mut stats = Stats::default();
-    let mut naive: KVec<usize> = KVec::new();
-    for i in shuffled(n, 0x5eed).check()? {
-        let seen = lookup(&mut tree, &p, items[i].as_ref(), order, &mut stats);
-        let pos = naive.binary_search_by(|&q| p.order_cmp(order, q, i));
-        match (seen, pos) {
-            (Seen::Found(j), Ok(_)) => {
-                kunit_ensure_eq!(p.naive_cmp(i, j), Ordering::Equal);
-            }
-            (Seen::Inserted, Err(at)) => {
-                naive.push(i, GFP_KERNEL).check()?;
-                naive[at..].rotate_right(1);
-            }
-            (seen, pos) => {
-                kunit_ensure!(
-                    false,
-                    "page {}: tree says {:?}, naive search says {:?}",
-                    i,
-                    seen,
-                    pos.is_ok()
-                );
+    // Twice: the second pass, after `renew`, split into buckets by checksum in rksm's order.
+    for round in 0..2 {
+        let mut naive: KVec<usize> = KVec::new();
+        for i in shuffled(n, 0x5eed + round as u64).check()? {
+            let seen = lookup(&mut tree, &p, items[i].as_ref(), order, &mut stats);
+            let pos = naive.binary_search_by(|&q| p.order_cmp(order, q, i));
+            match (seen, pos) {
+                (Seen::Found(j), Ok(_)) => {
+                    kunit_ensure_eq!(p.naive_cmp(i, j), Ordering::Equal);
+                }
+                (Seen::Inserted, Err(at)) => {
+                    naive.push(i, GFP_KERNEL).check()?;
+                    naive[at..].rotate_right(1);
+                }
+                (seen, pos) => {
+                    kunit_ensure!(
+                        false,
+                        "round {}, page {}: tree says {:?}, naive search says {:?}",
+                        round,
+                        i,
+                        seen,
+                        pos.is_ok()
+                    );
+                }
             }
         }
-    }
-    kunit_ensure_eq!(tree.len(), naive.len());
-    let mut prev: Option<usize> = None;
-    for (k, item) in tree.iter().enumerate() {
-        let here = item.mapping().page();
-        kunit_ensure_eq!(p.naive_cmp(here, naive[k]), Ordering::Equal);
-        if let Some(q) = prev {
-            kunit_ensure_eq!(p.order_cmp(order, q, here), Ordering::Less);
+        kunit_ensure_eq!(tree.len(), naive.len());
+        kunit_ensure_eq!(tree.iter().count(), naive.len());
+        // Sorted in the tree's order (within each bucket), every page of the naive array once.
+        let mut seen: KVec<usize> = KVec::new();
+        for item in tree.iter() {
+            seen.push(item.mapping().page(), GFP_KERNEL).check()?;
         }
-        prev = Some(here);
+        seen.sort_unstable_by(|&a, &b| p.order_cmp(order, a, b));
+        for (k, &here) in seen.iter().enumerate() {
+            kunit_ensure_eq!(p.naive_cmp(here, naive[k]), Ordering::Equal);
+            if k > 0 {
+                kunit_ensure_eq!(p.order_cmp(order, seen[k - 1], here), Ordering::Less);
+            }
+        }
+        if tree.trees_in_use() <= 1 {
+            let mut prev: Option<usize> = None;
+            for item in tree.iter() {
+                let here = item.mapping().page();
+                if let Some(q) = prev {
+                    kunit_ensure_eq!(p.order_cmp(order, q, here), Ordering::Less);
+                }
+                prev = Some(here);
+            }
+        }
+        kunit_ensure!(
+            tree.height() <= max_rb_height(tree.len()),
+            "height {} for {} nodes",
+            tree.height(),
+            tree.len()
+        );
+        // rksm's order is split at the second pass; C's never is.
+        let split = round == 1 && order == Order::Checksum && naive.len() >= MIN_SPLIT;
+        kunit_ensure_eq!(tree.trees_in_use() > 1, split);
+        tree.renew();
     }
-    kunit_ensure!(
-        tree.height() <= max_rb_height(tree.len()),
-        "height {} for {} nodes",
-        tree.height(),
-        tree.len()
-    );
-    tree.reset();
     Ok(())
 }
 

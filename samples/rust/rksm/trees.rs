@@ -240,10 +240,18 @@ impl<B: Backend> Trees<B> {
         }
     }
 
-    /// Empties every unstable tree, as each pass starts with.
+    /// Empties every unstable tree.
     pub(crate) fn reset_unstable(&mut self) {
         for t in self.unstable.iter_mut() {
             t.reset();
+        }
+    }
+
+    /// Empties every unstable tree for a new pass, sized for what the last one held (see
+    /// [`UnstableTree::renew`]).
+    pub(crate) fn renew_unstable(&mut self) {
+        for t in self.unstable.iter_mut() {
+            t.renew();
         }
     }
 

@@ -13,6 +13,14 @@
 //! page table walk per node. The frame may hold another page by then: like a page that changed,
 //! that can only send the descent the wrong way. A match is confirmed by looking the item's
 //! mapping up as C does, and comparing with the page found there if it is another.
+//!
+//! Ordered by checksum ([`Order::Checksum`], what rksm runs), the tree is split into buckets by
+//! checksum, each a red-black tree of its own, sized at each pass for the items the last pass
+//! held: a lookup reads the bucket's root from a dense array and then a node or two, where one
+//! tree of all items took a node per level, most of them out of the caches (the native profile
+//! of the running cost had the unstable lookups as rksm's largest share). Equal pages have
+//! equal checksums, so they are in one bucket, ordered there as before. C's orders compare
+//! contents from the root and keep one tree.
 
 use crate::backend::{Backend, Contents};
 use crate::compare::{verify_prefix, Descent, Order, Stats};
@@ -20,15 +28,53 @@ use crate::domain::{Domain, Scope};
 use crate::item::RmapItem;
 use crate::stable::{Counters, NodeRef};
 use core::cell::Cell;
+use kernel::alloc::flags::{__GFP_NOWARN, GFP_NOWAIT};
 use kernel::hlist::HList;
 use kernel::page::PAGE_SIZE;
 use kernel::prelude::*;
 use kernel::search_tree::{LinkTree, Occupied, Step, Walk};
 
+/// The most buckets an unstable tree is split into (a power of two: 16 KiB of roots).
+const MAX_BUCKETS: usize = 1024;
+
+/// The fewest items a pass must have put into a tree for the next pass to split it into buckets.
+pub(crate) const MIN_SPLIT: usize = 16;
+
 /// One unstable tree (of one NUMA node, or of all).
+///
+/// # Invariants
+///
+/// `buckets.len()` is 0 or a power of two of at least 2. With [`Order::Checksum`] and buckets,
+/// an item is in the bucket of its recorded checksum ([`bucket_of`]); every other item is in
+/// `one`. `len` is the number of items in `one` and the buckets.
 pub(crate) struct UnstableTree<B: Backend> {
-    tree: LinkTree<RmapItem<B>>,
+    one: LinkTree<RmapItem<B>>,
+    buckets: KVec<LinkTree<RmapItem<B>>>,
+    len: Cell<usize>,
+    /// The most items held since the last [`UnstableTree::renew`].
+    peak: usize,
     floor: usize,
+}
+
+/// The bucket of `checksum` among `n` (a power of two of at least 2): its top bits after a
+/// Fibonacci hash, so that the checksum's low bits, which picked its shard, do not matter.
+fn bucket_of(checksum: u32, n: usize) -> usize {
+    (checksum.wrapping_mul(0x9e37_79b9) >> (32 - n.trailing_zeros())) as usize
+}
+
+/// The tree that an item of `checksum` looked up in `order` goes into, of `one` and `buckets`
+/// (see [`UnstableTree`]'s invariants).
+fn tree_for<'a, B: Backend>(
+    one: &'a mut LinkTree<RmapItem<B>>,
+    buckets: &'a mut KVec<LinkTree<RmapItem<B>>>,
+    checksum: u32,
+    order: Order,
+) -> &'a mut LinkTree<RmapItem<B>> {
+    if order != Order::Checksum || buckets.is_empty() {
+        return one;
+    }
+    let i = bucket_of(checksum, buckets.len());
+    &mut buckets[i]
 }
 
 impl<B: Backend> Default for UnstableTree<B> {
@@ -40,6 +86,8 @@ impl<B: Backend> Default for UnstableTree<B> {
 /// An rmap_item of the tree whose page equals the key, with its page held.
 pub(crate) struct Hit<'a, B: Backend> {
     at: Occupied<'a, RmapItem<B>, LinkTree<RmapItem<B>>>,
+    /// The tree's count of items.
+    len: &'a Cell<usize>,
     /// The item's page, held.
     pub(crate) page: B::Page<'a>,
 }
@@ -59,7 +107,9 @@ impl<'a, B: Backend> Hit<'a, B> {
         c: &mut Counters,
     ) -> Result {
         let node = node.get(token);
+        let len = self.len;
         HList::move_from_tree(node, token, self.at)?;
+        len.set(len.get() - 1);
         if node.len() > 1 {
             c.pages_sharing += 1;
         } else {
@@ -111,29 +161,41 @@ impl<B: Backend> UnstableTree<B> {
     /// An empty tree.
     pub(crate) const fn new() -> Self {
         Self {
-            tree: LinkTree::new(),
+            one: LinkTree::new(),
+            buckets: KVec::new(),
+            len: Cell::new(0),
+            peak: 0,
             floor: PAGE_SIZE,
         }
     }
 
     /// The number of items in the tree.
     pub(crate) fn len(&self) -> usize {
-        self.tree.len()
+        self.len.get()
     }
 
     /// Whether the tree is empty.
     pub(crate) fn is_empty(&self) -> bool {
-        self.tree.is_empty()
+        self.len() == 0
     }
 
-    /// The height of the tree (a walk of the whole tree).
+    /// The height of the tree's tallest bucket (a walk of every item).
     pub(crate) fn height(&self) -> usize {
-        self.tree.height()
+        self.trees().map(|t| t.height()).max().unwrap_or(0)
     }
 
-    /// The items in the tree's order.
+    /// How many of its trees hold items: more than one once it is split into buckets.
+    pub(crate) fn trees_in_use(&self) -> usize {
+        self.trees().filter(|t| !t.is_empty()).count()
+    }
+
+    /// Every item, in the tree's order within each bucket.
     pub(crate) fn iter(&self) -> impl Iterator<Item = &RmapItem<B>> {
-        self.tree.iter()
+        self.trees().flat_map(|t| t.iter())
+    }
+
+    fn trees(&self) -> impl Iterator<Item = &LinkTree<RmapItem<B>>> {
+        Iterator::chain(core::iter::once(&self.one), self.buckets.iter())
     }
 
     /// Looks up the page `key` of `item` and inserts `item` if no equal page is in the tree (C's
@@ -164,9 +226,17 @@ impl<B: Backend> UnstableTree<B> {
             domain,
         } = how;
         let trust = trust && order == Order::Checksum;
-        let was_empty = self.tree.is_empty();
         let key_bytes = key.bytes();
         let key_sum = item.checksum();
+        let Self {
+            one,
+            buckets,
+            len,
+            peak,
+            floor,
+        } = self;
+        let tree = tree_for(one, buckets, key_sum, order);
+        let was_empty = tree.is_empty();
         // The key's tag against an item's, in the order of `Tag`: the item's recorded checksum,
         // then, with `SCOPED`, its domain now. The item's domain is looked up only when the
         // checksums are equal: at the one node of a descent, or the few, they do not decide.
@@ -179,7 +249,7 @@ impl<B: Backend> UnstableTree<B> {
                 }
             })
         };
-        let mut descent = Descent::new(self.floor, order);
+        let mut descent = Descent::new(*floor, order);
         let mut hit: Option<B::Page<'a>> = None;
         let mut gave_up = false;
         // Nodes of another checksum are passed inside the walk's loop, by their checksum.
@@ -196,7 +266,7 @@ impl<B: Backend> UnstableTree<B> {
             passed.set(passed.get() + 1);
             Some(step)
         };
-        let walk = self.tree.walk_mut_with(pass, |node| {
+        let walk = tree.walk_mut_with(pass, |node| {
             // Another checksum: decided without reading a page.
             if let Some(step) = descent.by_order(cmp_tag(node)) {
                 return step;
@@ -257,7 +327,11 @@ impl<B: Backend> UnstableTree<B> {
                 backend.note_page(&item, key);
                 match place.insert(item) {
                     Ok(_) => {
-                        self.floor = descent.floor_after_insert(was_empty);
+                        if order != Order::Checksum {
+                            *floor = descent.floor_after_insert(was_empty);
+                        }
+                        len.set(len.get() + 1);
+                        *peak = (*peak).max(len.get());
                         Lookup::Inserted
                     }
                     Err(_) => Lookup::GaveUp,
@@ -275,19 +349,63 @@ impl<B: Backend> UnstableTree<B> {
                 if same_node_only && backend.page_nid(&page) != backend.page_nid(key) {
                     return Lookup::GaveUp;
                 }
-                Lookup::Found(Hit { at, page })
+                Lookup::Found(Hit {
+                    at,
+                    page,
+                    len: &*len,
+                })
             }
         }
     }
 
     /// Takes `item` out of the tree; `false` if it is not in this tree.
     pub(crate) fn remove(&mut self, item: &RmapItem<B>) -> bool {
-        self.tree.remove(item)
+        // In the bucket of its checksum, or in `one` if it went in by another order.
+        let Self { one, buckets, .. } = self;
+        let removed = tree_for(one, buckets, item.checksum(), Order::Checksum).remove(item)
+            || one.remove(item);
+        if removed {
+            self.len.set(self.len.get() - 1);
+        }
+        removed
     }
 
-    /// Empties the tree, as every pass starts with.
+    /// Empties the tree.
     pub(crate) fn reset(&mut self) {
-        self.tree.clear(|_| {});
+        for t in Iterator::chain(core::iter::once(&mut self.one), self.buckets.iter_mut()) {
+            t.clear(|_| {});
+        }
+        self.len.set(0);
         self.floor = PAGE_SIZE;
+    }
+
+    /// Empties the tree for a new pass, split into about half as many buckets as the most items
+    /// it held since the last call (see the module's doc), or into as many as it was if no
+    /// memory can be had at once: an allocation that would wait is not worth a faster lookup.
+    pub(crate) fn renew(&mut self) {
+        self.reset();
+        let want = if self.peak < MIN_SPLIT {
+            0
+        } else {
+            (self.peak / 2).next_power_of_two().min(MAX_BUCKETS)
+        };
+        self.peak = 0;
+        // Within a factor of two of what there is: kept, not allocated again every pass.
+        let have = self.buckets.len();
+        if want == have || (want > 0 && have > 0 && want / 2 <= have && have <= want * 2) {
+            return;
+        }
+        let mut buckets = KVec::new();
+        if want > 0 {
+            if buckets.reserve(want, GFP_NOWAIT | __GFP_NOWARN).is_err() {
+                return;
+            }
+            for _ in 0..want {
+                // Cannot fail: there is room (reserved above).
+                let _ = buckets.push_within_capacity(LinkTree::new());
+            }
+        }
+        // The old buckets are empty (reset above).
+        self.buckets = buckets;
     }
 }

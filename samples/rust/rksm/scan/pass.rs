@@ -540,7 +540,7 @@ impl ScanState {
         mm::lru_add_drain_all();
         for i in 0..NR_SHARDS {
             k.in_shard(i, |t, token| {
-                t.reset_unstable();
+                t.renew_unstable();
                 t.retry_misplaced(&k.backend, token);
             });
         }
