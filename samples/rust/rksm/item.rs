@@ -152,8 +152,8 @@ impl<B: Backend> RmapItem<B> {
 
     /// Reads what the volatility gate ([`RmapItem::admit`]) needs of the page `bytes` at this
     /// visit, the `pass`-th: its sample, and the checksum of the whole page only where the gate
-    /// will need it: when the sample is the one seen at the last visit but the checksum recorded
-    /// is not of those contents (the sample changed at the last visit, or the item is new), and
+    /// will need it: at the first visit, when the sample is the one seen at the last visit but
+    /// the checksum recorded is not of those contents (the sample changed at the last visit), and
     /// once every [`RECHECK_PASSES`] passes (at a pass that depends on the checksum, so that the
     /// pages' rechecks are spread over the passes) to find changes the sample missed. Most pages
     /// that stay the same are then read whole once, not at every pass; a page that changes is
@@ -161,8 +161,20 @@ impl<B: Backend> RmapItem<B> {
     ///
     /// Only the thread that works on the item's page calls it, before [`RmapItem::admit`].
     pub(crate) fn glance(&self, bytes: &PageBytes<'_>, pass: u32) -> Glance {
-        let sample = sample_bits(bytes);
         let seen = self.glance.load(Relaxed);
+        if seen == 0 {
+            // Never seen: the whole page, in order, then the sample from the caches. Read alone,
+            // the sample's lines of a page out of the caches cost as much as the whole page
+            // (each a miss that no prefetch hides; natively, in the profile of the best case,
+            // more than the checksum); with the checksum recorded, the next visit needs only
+            // the sample, and no more if a KSM page of that checksum takes the page.
+            let sum = bytes.checksum();
+            return Glance {
+                sample: sample_bits(bytes),
+                sum: Some(sum),
+            };
+        }
+        let sample = sample_bits(bytes);
         let recheck = pass.wrapping_add(self.checksum()) % RECHECK_PASSES == 0;
         let sum = (seen & GLANCE_SAMPLE == sample && (seen & GLANCE_CURRENT == 0 || recheck))
             .then(|| bytes.checksum());
@@ -182,8 +194,14 @@ impl<B: Backend> RmapItem<B> {
     /// wrong merge.
     pub(crate) fn admit(&self, glance: Glance) -> bool {
         let seen = self.glance.load(Relaxed);
+        if let (0, Some(sum)) = (seen, glance.sum) {
+            // Never seen: deferred, as C defers a page at its first visit, with its checksum.
+            self.checksum.store(sum, Relaxed);
+            self.glance.store(glance.sample | GLANCE_CURRENT, Relaxed);
+            return false;
+        }
         if seen & GLANCE_SAMPLE != glance.sample {
-            // Changed, or never seen: the checksum is not of these contents.
+            // Changed: the checksum is not of these contents.
             self.glance.store(glance.sample, Relaxed);
             return false;
         }
