@@ -431,6 +431,46 @@ fn peeked(order: Order) -> TestResult {
     Ok(())
 }
 
+/// An item is taken out of a tree split into buckets wherever it is, even if its recorded
+/// checksum, which chose its bucket, changed while it was linked (left linked, it would panic
+/// when freed).
+fn removed_from_any_bucket() -> TestResult {
+    const N: usize = 256;
+    let p = TestPages::new(N, Pattern::Random(0xb0c)).check()?;
+    let items = items(N).check()?;
+    let mut tree = UnstableTree::new();
+    let mut stats = Stats::default();
+    for round in 0..2 {
+        if round > 0 {
+            tree.renew();
+        }
+        for i in 0..N {
+            kunit_ensure_eq!(
+                lookup(&mut tree, &p, items[i].as_ref(), KEYED, &mut stats),
+                Seen::Inserted
+            );
+        }
+    }
+    kunit_ensure!(tree.trees_in_use() > 1);
+    let mut result = Ok(());
+    for i in 0..N {
+        let held = p.held(i);
+        let bytes = held.bytes();
+        // Another checksum, most often of another bucket.
+        items[i].set_checksum(bytes.checksum() ^ 0x8000_0001, &bytes);
+        if !tree.remove(&items[i]) {
+            result = Err(i);
+            break;
+        }
+    }
+    let left = tree.len();
+    // Whatever happened, nothing stays linked when the items are freed.
+    tree.reset();
+    kunit_ensure_eq!(result, Ok(()));
+    kunit_ensure_eq!(left, 0);
+    Ok(())
+}
+
 kunit_suite!(
     "rksm_unstable",
     [
@@ -446,5 +486,6 @@ kunit_suite!(
         mutation_misses_never_lies,
         gives_up_on_same_or_gone_page,
         peeked_page_is_confirmed,
+        removed_from_any_bucket,
     ]
 );

@@ -360,10 +360,18 @@ impl<B: Backend> UnstableTree<B> {
 
     /// Takes `item` out of the tree; `false` if it is not in this tree.
     pub(crate) fn remove(&mut self, item: &RmapItem<B>) -> bool {
-        // In the bucket of its checksum, or in `one` if it went in by another order.
+        // In the bucket of its checksum, or in `one` if it went in by another order. An item
+        // whose recorded checksum changed while it was linked (no caller of rksm's does that) is
+        // looked for in every bucket: left linked, it would panic when freed.
         let Self { one, buckets, .. } = self;
-        let removed = tree_for(one, buckets, item.checksum(), Order::Checksum).remove(item)
-            || one.remove(item);
+        let removed = if buckets.is_empty() {
+            one.remove(item)
+        } else {
+            let i = bucket_of(item.checksum(), buckets.len());
+            buckets[i].remove(item)
+                || one.remove(item)
+                || buckets.iter_mut().any(|t| t.remove(item))
+        };
         if removed {
             self.len.set(self.len.get() - 1);
         }
