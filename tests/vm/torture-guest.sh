@@ -75,8 +75,8 @@ if [ -e $scope ]; then
 	echo 64M > $cg/torture2/memory.max
 	# That check fails when it should: under global, workers share KSM frames, so checking them
 	# as if every process were a domain of its own (-S mm) must fail (its test 10). A 20-second
-	# run checks frames three or four times while its workers churn their areas; one such run on
-	# rksm's debug kernel saw no shared frame (2026-11-27), so up to three runs may try.
+	# run checks frames while its workers churn their areas, and once more after three full
+	# scans of the still pages; up to three runs may try.
 	echo 2 > /sys/kernel/mm/ksm/run
 	run torture scope_check_fails 900 sh -c "echo \$\$ > $cg/torture/cgroup.procs; echo 1..1
 		for try in 1 2 3; do

@@ -724,7 +724,7 @@ static void churn_loop(void)
  * workers in a second cgroup); under mm, by two processes. Workers are forked before they map
  * anything, so a KSM frame two of them map was merged by KSM; the zero page (use_zero_pages) is
  * not a KSM page and is mapped by everyone. The controller reads the workers' frames from
- * /proc/PID/pagemap every 15 s and once more when all is merged at the end: a KSM frame of two
+ * /proc/PID/pagemap every 15 s and once more after the quiesce's full scans: a KSM frame of two
  * domains that both still map when read again (a frame freed and reused in between is not) is
  * a failure. The bystander is a domain of its own in every scope. -S SCOPE checks as if
  * merge_scope were SCOPE: -S mm must fail under global, where workers share frames.
@@ -953,6 +953,10 @@ static long cur[4], peak[4], left[2][4];	/* pages_shared, _sharing, ksm_zero, me
 static long minutes, merged_minutes;	/* of the run proper; those that saw pages_sharing > 0 */
 /* rksm's sample_misses at the start (-1 on C KSM, which has no such file) */
 static long sample_misses0 = -1;
+/* The quiesce's full scans, what it waits for, and how long it took. */
+#define QUIET_SCANS 3
+static long quiet_scans0, quiet_scans;
+static int64_t quiet_ms;
 
 /* Write a string to a knob: 0 or the errno. (Writing "" returns 0: sysfs_kf_write().) */
 static int kwrite(const char *knob, const char *val)
@@ -1247,7 +1251,7 @@ static void run_for(int64_t ms, int flip, int until_merged)
 	int n, i, seen = 0;
 
 	for (n = 0; now_ms() < end && !sh->hang; n++, usleep(100000)) {
-		if (until_merged && cur[1] > 0 && n > 50)	/* 5 s, and merged now */
+		if (until_merged && cur[1] > 0 && kread("full_scans") - quiet_scans0 >= QUIET_SCANS)
 			break;
 		ksm_state(cur, n % 5 == 0);
 		for (i = 0; i < 4; i++)
@@ -1315,6 +1319,8 @@ static int report(void)
 	if (sample_misses0 >= 0)
 		printf("  %-28s %10ld\n", "sample misses (rksm)",
 		       kread("sample_misses") - sample_misses0);
+	printf("  %-28s %10ld  %-28s %10lld\n", "full scans while quiesced", quiet_scans,
+	       "quiesce ms", (long long)quiet_ms);
 	for (w = sh->w; w < sh->w + nslots; w++)
 		if (w->kind == K_BYSTANDER)
 			printf("  %-28s %ld -> %ld kB\n", "bystander AnonHugePages", w->thp_kb[0],
@@ -1464,12 +1470,22 @@ int main(int argc, char **argv)
 	/* The run proper: operations in the workers, knob flips here. */
 	run_for(duration * 1000, 1, 0);
 
-	/* Quiesce: no more writes; fast scanning until pages are merged (60 s at most). */
+	/*
+	 * Quiesce: no more writes; fast scanning without smart scan's skips until QUIET_SCANS full
+	 * scans have passed over the still pages and something is merged (120 s at most). The
+	 * first of them finds the checksums that changed in the run, the second merges every pair
+	 * of pages whose checksum held: the final frame check then sees all that can merge.
+	 */
 	sh->phase = PH_QUIESCE;
 	kset(KN_RUN, 1);
 	kset(KN_SLEEP, 0);
 	kset(KN_PTS, 2000);
-	run_for(60000, 0, 1);
+	kset(KN_SMART, 0);
+	quiet_ms = now_ms();
+	quiet_scans0 = kread("full_scans");
+	run_for(120000, 0, 1);
+	quiet_ms = now_ms() - quiet_ms;
+	quiet_scans = kread("full_scans") - quiet_scans0;
 	progress("quiesced");
 
 	/* A last check of every page in every worker; then run=2 must unmerge all they have. */
