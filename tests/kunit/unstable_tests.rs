@@ -471,6 +471,37 @@ fn removed_from_any_bucket() -> TestResult {
     Ok(())
 }
 
+/// A tree that held many items keeps its buckets through the passes of smart scan's skips, in
+/// which it holds few: the pass in which the skipped pages come back, all at once, needs them
+/// most (sized by the last pass alone, it had one tree of all of them).
+fn buckets_outlast_skipped_passes() -> TestResult {
+    const N: usize = 256;
+    let p = TestPages::new(N, Pattern::Random(0x5c1b)).check()?;
+    let items = items(N).check()?;
+    let mut tree = UnstableTree::new();
+    let mut stats = Stats::default();
+    let mut fill = |tree: &mut UnstableTree<_>| -> TestResult {
+        for item in items.iter() {
+            kunit_ensure_eq!(
+                lookup(tree, &p, item.as_ref(), KEYED, &mut stats),
+                Seen::Inserted
+            );
+        }
+        Ok(())
+    };
+    fill(&mut tree)?;
+    // Eight passes that hold nothing (C's longest skip), then the pages come back.
+    for _ in 0..9 {
+        tree.renew();
+    }
+    fill(&mut tree)?;
+    let (used, height) = (tree.trees_in_use(), tree.height());
+    tree.reset();
+    kunit_ensure!(used > N / 4, "{} of the trees hold the {} items", used, N);
+    kunit_ensure!(height <= 4, "the tallest bucket is {} high", height);
+    Ok(())
+}
+
 kunit_suite!(
     "rksm_unstable",
     [
@@ -487,5 +518,6 @@ kunit_suite!(
         gives_up_on_same_or_gone_page,
         peeked_page_is_confirmed,
         removed_from_any_bucket,
+        buckets_outlast_skipped_passes,
     ]
 );

@@ -34,8 +34,8 @@ use kernel::page::PAGE_SIZE;
 use kernel::prelude::*;
 use kernel::search_tree::{LinkTree, Occupied, Step, Walk};
 
-/// The most buckets an unstable tree is split into (a power of two: 16 KiB of roots).
-const MAX_BUCKETS: usize = 1024;
+/// The most buckets an unstable tree is split into (a power of two: 32 KiB of roots).
+const MAX_BUCKETS: usize = 4096;
 
 /// The fewest items a pass must have put into a tree for the next pass to split it into buckets.
 pub(crate) const MIN_SPLIT: usize = 16;
@@ -53,6 +53,9 @@ pub(crate) struct UnstableTree<B: Backend> {
     len: Cell<usize>,
     /// The most items held since the last [`UnstableTree::renew`].
     peak: usize,
+    /// What the last passes held: the largest of their peaks, each pass's worth 1/16 less than
+    /// the one after it (see [`UnstableTree::renew`]).
+    recent: usize,
     floor: usize,
 }
 
@@ -165,6 +168,7 @@ impl<B: Backend> UnstableTree<B> {
             buckets: KVec::new(),
             len: Cell::new(0),
             peak: 0,
+            recent: 0,
             floor: PAGE_SIZE,
         }
     }
@@ -234,6 +238,7 @@ impl<B: Backend> UnstableTree<B> {
             len,
             peak,
             floor,
+            ..
         } = self;
         let tree = tree_for(one, buckets, key_sum, order);
         let was_empty = tree.is_empty();
@@ -387,17 +392,24 @@ impl<B: Backend> UnstableTree<B> {
         self.floor = PAGE_SIZE;
     }
 
-    /// Empties the tree for a new pass, split into about half as many buckets as the most items
-    /// it held since the last call (see the module's doc), or into as many as it was if no
-    /// memory can be had at once: an allocation that would wait is not worth a faster lookup.
+    /// Empties the tree for a new pass, split into about as many buckets as the most items it
+    /// held in recent passes (see the module's doc), or fewer (a quarter at least, and more than
+    /// it has) if no memory can be had at once, or into as many as it was: an allocation that
+    /// would wait is not worth a faster lookup.
+    ///
+    /// Recent, not the last: under smart scan most pages that do not merge come back only every
+    /// few passes (every ninth at most, as C's `skip_age()`), all in one pass, and the passes
+    /// between hold few. Sized by the last pass alone, the pass that needs buckets most had none.
+    /// A peak's worth falls by 1/16 a pass, so eight passes after it still keep its buckets.
     pub(crate) fn renew(&mut self) {
         self.reset();
-        let want = if self.peak < MIN_SPLIT {
+        self.recent = self.peak.max(self.recent - self.recent / 16);
+        self.peak = 0;
+        let want = if self.recent < MIN_SPLIT {
             0
         } else {
-            (self.peak / 2).next_power_of_two().min(MAX_BUCKETS)
+            self.recent.next_power_of_two().min(MAX_BUCKETS)
         };
-        self.peak = 0;
         // Within a factor of two of what there is: kept, not allocated again every pass.
         let have = self.buckets.len();
         if want == have || (want > 0 && have > 0 && want / 2 <= have && have <= want * 2) {
@@ -405,10 +417,15 @@ impl<B: Backend> UnstableTree<B> {
         }
         let mut buckets = KVec::new();
         if want > 0 {
-            if buckets.reserve(want, GFP_NOWAIT | __GFP_NOWARN).is_err() {
-                return;
+            // Fewer buckets if that many cannot be had, down to a quarter of them.
+            let mut n = want;
+            while buckets.reserve(n, GFP_NOWAIT | __GFP_NOWARN).is_err() {
+                if n <= have || n <= want / 4 {
+                    return;
+                }
+                n /= 2;
             }
-            for _ in 0..want {
+            for _ in 0..n {
                 // Cannot fail: there is room (reserved above).
                 let _ = buckets.push_within_capacity(LinkTree::new());
             }
