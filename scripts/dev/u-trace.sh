@@ -21,7 +21,7 @@ grep -v '^#' \$t/trace > $d/trace.txt
 echo "rc \$r"
 SH
 for i in $(seq "${BOOTS:-16}"); do
-	KSM=$KSM QUIET=1 CMD="sh $d/run.sh" TIMEOUT=300 "$PROJECT/scripts/vm.sh" > /dev/null
+	APPEND="${APPEND:-}" KSM=$KSM QUIET=1 CMD="sh $d/run.sh" TIMEOUT=300 "$PROJECT/scripts/vm.sh" > /dev/null
 	out=$B/vm/run-$KSM/output.log
 	echo "boot $i: $(head -1 "$out")"
 	if grep -q '^rc 1' "$out"; then
