@@ -431,6 +431,19 @@ fn peeked(order: Order) -> TestResult {
     Ok(())
 }
 
+/// Looks every item up in `tree` in rksm's order, each of a page of its own: each is inserted.
+fn insert_all(
+    tree: &mut UnstableTree<TestPages>,
+    p: &TestPages,
+    items: &[Pin<KBox<RmapItem<TestPages>>>],
+    stats: &mut Stats,
+) -> TestResult {
+    for item in items {
+        kunit_ensure_eq!(lookup(tree, p, item.as_ref(), KEYED, stats), Seen::Inserted);
+    }
+    Ok(())
+}
+
 /// An item is taken out of a tree split into buckets wherever it is, even if its recorded
 /// checksum, which chose its bucket, changed while it was linked (left linked, it would panic
 /// when freed).
@@ -440,17 +453,9 @@ fn removed_from_any_bucket() -> TestResult {
     let items = items(N).check()?;
     let mut tree = UnstableTree::new();
     let mut stats = Stats::default();
-    for round in 0..2 {
-        if round > 0 {
-            tree.renew();
-        }
-        for i in 0..N {
-            kunit_ensure_eq!(
-                lookup(&mut tree, &p, items[i].as_ref(), KEYED, &mut stats),
-                Seen::Inserted
-            );
-        }
-    }
+    insert_all(&mut tree, &p, &items, &mut stats)?;
+    tree.renew();
+    insert_all(&mut tree, &p, &items, &mut stats)?;
     kunit_ensure!(tree.trees_in_use() > 1);
     let mut result = Ok(());
     for i in 0..N {
@@ -480,21 +485,12 @@ fn buckets_outlast_skipped_passes() -> TestResult {
     let items = items(N).check()?;
     let mut tree = UnstableTree::new();
     let mut stats = Stats::default();
-    let mut fill = |tree: &mut UnstableTree<_>| -> TestResult {
-        for item in items.iter() {
-            kunit_ensure_eq!(
-                lookup(tree, &p, item.as_ref(), KEYED, &mut stats),
-                Seen::Inserted
-            );
-        }
-        Ok(())
-    };
-    fill(&mut tree)?;
+    insert_all(&mut tree, &p, &items, &mut stats)?;
     // Eight passes that hold nothing (C's longest skip), then the pages come back.
     for _ in 0..9 {
         tree.renew();
     }
-    fill(&mut tree)?;
+    insert_all(&mut tree, &p, &items, &mut stats)?;
     let (used, height) = (tree.trees_in_use(), tree.height());
     tree.reset();
     kunit_ensure!(used > N / 4, "{} of the trees hold the {} items", used, N);

@@ -34,7 +34,8 @@ use kernel::page::PAGE_SIZE;
 use kernel::prelude::*;
 use kernel::search_tree::{LinkTree, Occupied, Step, Walk};
 
-/// The most buckets an unstable tree is split into (a power of two: 32 KiB of roots).
+/// The most buckets an unstable tree is split into (a power of two). A bucket is a whole
+/// [`LinkTree`] (32 bytes on 64-bit), so at most 128 KiB of them a tree.
 const MAX_BUCKETS: usize = 4096;
 
 /// The fewest items a pass must have put into a tree for the next pass to split it into buckets.
