@@ -139,9 +139,7 @@ fn run(
     let mut ran = 0;
     while ran < passes || (threads > 1 && tally.most.load(Relaxed) < 2 && ran < MOST_PASSES) {
         ran += 1;
-        for i in 0..set.len() {
-            set.lock(i).trees.renew_unstable();
-        }
+        set.renew_for_pass(|sh| sh.trees.renew_unstable());
         tally.joined.store(0, Relaxed);
         tally
             .outcome
@@ -376,4 +374,67 @@ fn four_threads() -> TestResult {
     merges_as_the_reference(4)
 }
 
-kunit_suite!("rksm_step", [one_thread, two_threads, four_threads]);
+/// The start of a pass renews every shard that steps held, leaves the others alone once they
+/// have nothing left to do, and renews a shard again once anything held it.
+fn pass_start_skips_idle_shards() -> TestResult {
+    let p = pages().check()?;
+    let set = ShardSet::new(SHARDS, 1, |i| TestToken::acquire_nth(i).ok_or(EBUSY)).check()?;
+    let its = items(PAGES).check()?;
+    let renew = || set.renew_for_pass(|sh| sh.trees.renew_unstable());
+    let checked = (|| -> TestResult {
+        kunit_ensure_eq!(renew(), SHARDS);
+        kunit_ensure_eq!(renew(), 0);
+        // Two passes of steps: the second puts the pages of their own into the unstable trees.
+        let mut step = Step::new(&p, &set, 2000, Scope::Global);
+        for _ in 0..2 {
+            renew();
+            for it in its.iter() {
+                if let Some(page) = p.item_page(it.mapping()) {
+                    step.cmp_and_merge(it.as_ref(), &page);
+                }
+            }
+        }
+        let held = (0..SHARDS)
+            .filter(|&s| set.lock(s).trees.unstable(0).iter().next().is_some())
+            .count();
+        kunit_ensure!(held > 0, "no unstable tree holds an item");
+        // Every shard was held just now (by the check above too): each is renewed.
+        kunit_ensure_eq!(renew(), SHARDS);
+        for s in 0..SHARDS {
+            kunit_ensure!(
+                set.lock(s).trees.unstable(0).iter().next().is_none(),
+                "shard {}'s unstable tree not emptied",
+                s
+            );
+        }
+        // What the trees remember of the last passes fades, and then nothing is left to do.
+        let mut passes = 0;
+        while renew() != 0 {
+            passes += 1;
+            kunit_ensure!(passes < 1000, "a shard is never idle");
+        }
+        kunit_ensure_eq!(renew(), 0);
+        drop(set.lock(1));
+        kunit_ensure_eq!(renew(), 1);
+        kunit_ensure_eq!(renew(), 0);
+        Ok(())
+    })();
+    let mut step = Step::new(&p, &set, 2000, Scope::Global);
+    for it in its.iter() {
+        step.remove_item(it);
+    }
+    for i in 0..SHARDS {
+        set.lock(i).trees.reset_unstable();
+    }
+    checked
+}
+
+kunit_suite!(
+    "rksm_step",
+    [
+        one_thread,
+        two_threads,
+        four_threads,
+        pass_start_skips_idle_shards
+    ]
+);

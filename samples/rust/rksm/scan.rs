@@ -27,7 +27,7 @@ use crate::item::{RmapItem, MAX_NIDS, MAX_SHARDS};
 use crate::real::{KsmBackend, KsmToken, Mapping, Page};
 use crate::shards::{Shard, ShardSet};
 use crate::step::Step;
-use crate::trees::Trees;
+use crate::trees::{Outcome, Trees};
 use crate::tunables::{self, NR_SHARDS, RUN_MERGE, RUN_STOP, RUN_UNMERGE, STATS};
 use core::sync::atomic::{
     AtomicBool, AtomicUsize,

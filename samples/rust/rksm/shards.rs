@@ -30,12 +30,18 @@ pub(crate) struct Shard<B: Backend> {
 /// # Invariants
 ///
 /// `shards.len()` is between 1 and [`MAX_SHARDS`] (which an item can record) and at most 64
-/// (one bit each in `changed`), and shard `i`'s token has id `i`.
+/// (one bit each in `changed` and `idle`), and shard `i`'s token has id `i`. Bit `i` of `idle`
+/// is set only while shard `i`'s lock is held, with its trees [`Trees::pass_start_idle`], and
+/// every lock of shard `i` but [`ShardSet::renew_for_pass`]'s clears it before the lock is
+/// dropped: so a shard whose bit is set has not been held since it was idle.
 pub(crate) struct ShardSet<B: Backend> {
     shards: KVec<Pin<KBox<Mutex<Shard<B>>>>>,
     /// The shards whose counters changed since [`ShardSet::take_changed`] last ran (bit `i`
     /// for shard `i`).
     changed: AtomicU64,
+    /// The shards that had nothing to do at the start of a pass and were not held since (bit
+    /// `i` for shard `i`): [`ShardSet::renew_for_pass`] leaves them alone.
+    idle: AtomicU64,
 }
 
 impl<B: Backend> ShardSet<B> {
@@ -68,6 +74,7 @@ impl<B: Backend> ShardSet<B> {
         Ok(Self {
             shards,
             changed: AtomicU64::new(0),
+            idle: AtomicU64::new(0),
         })
     }
 
@@ -79,7 +86,50 @@ impl<B: Backend> ShardSet<B> {
     /// Locks shard `i`; the caller is to publish its counters (see [`ShardSet::take_changed`]
     /// for the shards a step changed).
     pub(crate) fn lock(&self, i: usize) -> Guard<'_, Shard<B>, MutexBackend> {
-        self.shards[i].lock()
+        let guard = self.shards[i].lock();
+        self.not_idle(i);
+        guard
+    }
+
+    /// Forgets that shard `i` was idle; with its lock held (see the type's invariants).
+    fn not_idle(&self, i: usize) {
+        let bit = 1u64 << i;
+        // Most locks find the bit clear: a load does not take the cache line from the others.
+        if self.idle.load(Relaxed) & bit != 0 {
+            self.idle.fetch_and(!bit, Relaxed);
+        }
+    }
+
+    /// Runs `f` on each shard that may have something to do at the start of a pass (C empties
+    /// its unstable trees and walks `migrate_nodes` there), under its lock, and returns how many
+    /// it ran on. A shard whose trees have nothing to do once `f` ran is left alone at the next
+    /// pass starts, until something holds it: a pass over a few pages costs as little as C's,
+    /// not a lock of every shard.
+    ///
+    /// `f` must leave the trees [`Trees::pass_start_idle`] if they were so (renewing a settled
+    /// unstable tree and retrying no misplaced node change nothing), which is what makes
+    /// skipping a shard the same as running `f` on it.
+    pub(crate) fn renew_for_pass(&self, mut f: impl FnMut(&mut Shard<B>)) -> usize {
+        let mut ran = 0;
+        for (i, shard) in self.shards.iter().enumerate() {
+            let bit = 1u64 << i;
+            // A stale set bit is not possible here for a shard a step changed: steps run in
+            // batches, which the scan lock orders before the pass start, as it does their
+            // clearing of the bit. A bit set when another holder (an unmerge, a migration)
+            // has just cleared it is at worst a pass late, as that holder's change would be if
+            // it came a moment later.
+            if self.idle.load(Relaxed) & bit != 0 {
+                continue;
+            }
+            let mut guard = shard.lock();
+            f(&mut guard);
+            ran += 1;
+            if guard.trees.pass_start_idle() {
+                // INVARIANT: under the lock, with the trees idle.
+                self.idle.fetch_or(bit, Relaxed);
+            }
+        }
+        ran
     }
 
     /// The shards that steps held since the last call, as a bit mask (bit `i` for shard `i`),
@@ -100,6 +150,7 @@ impl<B: Backend> Shards<B> for &ShardSet<B> {
             self.changed.fetch_or(bit, Relaxed);
         }
         let mut guard = self.shards[i].lock();
+        self.not_idle(i);
         let Shard { trees, token } = &mut *guard;
         f(trees, token)
     }

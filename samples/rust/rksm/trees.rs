@@ -247,6 +247,12 @@ impl<B: Backend> Trees<B> {
         }
     }
 
+    /// Whether the start of a pass has nothing to do in these trees: every unstable tree is
+    /// settled ([`UnstableTree::is_settled`]) and no stable node waits in `misplaced`.
+    pub(crate) fn pass_start_idle(&self) -> bool {
+        self.misplaced.is_empty() && self.unstable.iter().all(|t| t.is_settled())
+    }
+
     /// Empties every unstable tree for a new pass, sized for what the last one held (see
     /// [`UnstableTree::renew`]).
     pub(crate) fn renew_unstable(&mut self) {

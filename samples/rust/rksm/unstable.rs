@@ -384,6 +384,16 @@ impl<B: Backend> UnstableTree<B> {
         removed
     }
 
+    /// Whether [`UnstableTree::renew`] would change nothing: the tree is empty, no pass since
+    /// the last renewal put an item in it, and no recent pass is remembered.
+    pub(crate) fn is_settled(&self) -> bool {
+        self.len.get() == 0
+            && self.peak == 0
+            && self.recent == 0
+            && self.buckets.is_empty()
+            && self.floor == PAGE_SIZE
+    }
+
     /// Empties the tree.
     pub(crate) fn reset(&mut self) {
         for t in Iterator::chain(core::iter::once(&mut self.one), self.buckets.iter_mut()) {
@@ -401,10 +411,11 @@ impl<B: Backend> UnstableTree<B> {
     /// Recent, not the last: under smart scan most pages that do not merge come back only every
     /// few passes (every ninth at most, as C's `skip_age()`), all in one pass, and the passes
     /// between hold few. Sized by the last pass alone, the pass that needs buckets most had none.
-    /// A peak's worth falls by 1/16 a pass, so eight passes after it still keep its buckets.
+    /// A peak's worth falls by 1/16 a pass (rounded up, so that it reaches 0), so eight passes
+    /// after it still keep its buckets.
     pub(crate) fn renew(&mut self) {
         self.reset();
-        self.recent = self.peak.max(self.recent - self.recent / 16);
+        self.recent = self.peak.max(self.recent - self.recent.div_ceil(16));
         self.peak = 0;
         let want = if self.recent < MIN_SPLIT {
             0

@@ -20,7 +20,7 @@ use super::*;
 pub(super) const BATCH: usize = 4096;
 
 /// A batch holds at most this share of its address space's pages (counted by their rmap_items):
-/// `1 / PINNED_SHARE`. A page keeps its reference from the walk until it is merged, and a page
+/// `1 / PINNED_SHARE`, or [`MIN_BATCH`] pages if that is more. A page keeps its reference from the walk until it is merged, and a page
 /// with a reference more can be neither migrated (compaction, `move_pages()`) nor split and
 /// swapped out (`MADV_PAGEOUT` of part of a large folio). With whole batches of [`BATCH`] pages,
 /// a small process had most of its pages held at any moment while `ksmd` ran, where C holds
@@ -103,9 +103,39 @@ pub(super) fn skip_age(age: u8) -> u8 {
     }
 }
 
-/// How many pages the next batch of `slot` may hold (see [`PINNED_SHARE`]).
+/// The fewest pages a batch may hold, whatever its address space's size: one group that a
+/// scanner thread merges without offering to reschedule ([`RESCHED_EVERY`]).
+///
+/// An address space of that few pages is gathered whole, and the walk that gathers it meets the
+/// end of its mergeable areas ([`Gathered::SlotEnd`]): its pages are looked at one after the
+/// other, and, for the last address space, the pass ends right after, with nothing between that
+/// yields the CPU. C's scan looks at the last page and counts the pass within one call, too.
+/// With batches of one page, the pages of a small address space were looked at in separate
+/// batches, with a walk, the counters' publishing and offers to reschedule between them and
+/// after the last: a process writing its merged pages in that time, and waiting for the next
+/// `full_scans` to see them unmerged (the selftest `ksm_tests -U`), saw a pass end that had
+/// looked at its first page before the write.
+const MIN_BATCH: usize = RESCHED_EVERY;
+
+/// Whether `batch`, whose gathering stopped at `gathered`, ends the pass and has so few pages
+/// (at most [`MIN_BATCH`]) that the pages it finds merged already are looked at again just
+/// before the pass ends ([`Ksm::relook`]).
+///
+/// A pass that ends on a small address space is what a process waits for when it has written
+/// its merged pages and reads `full_scans` to see them unmerged (the selftest `ksm_tests -U`).
+/// C's scan looks at the last page and counts the pass within a few microseconds. rksm's batch
+/// puts its items back, publishes the counters and walks to the next address space after the
+/// pages' steps: under TCG, tens of microseconds after the first page's step, sometimes
+/// hundreds, in which the process's writes and its read of `full_scans` could both fall. Looked
+/// at again after the batch, a merged page is looked at as late before the pass ends as C's last
+/// page; the second look at a page still merged is cheap (its mappings are counted, not walked).
+fn relooks(gathered: &Gathered, batch: &[Entry], k: &Ksm) -> bool {
+    matches!(gathered, Gathered::SlotEnd) && batch.len() <= MIN_BATCH && k.slots.lock().at_last()
+}
+
+/// How many pages the next batch of `slot` may hold (see [`PINNED_SHARE`] and [`MIN_BATCH`]).
 fn batch_for(slot: &MmSlot) -> usize {
-    (slot.nr_items.load(Relaxed) / PINNED_SHARE).clamp(1, BATCH)
+    (slot.nr_items.load(Relaxed) / PINNED_SHARE).clamp(MIN_BATCH, BATCH)
 }
 
 impl Ksm {
@@ -115,11 +145,14 @@ impl Ksm {
     /// when another page of the batch meets it in the unstable tree.
     ///
     /// Meanwhile the calling thread runs `own` first, and then joins the work; its result is
-    /// returned.
+    /// returned. With `keep_merged`, a page found merged already keeps its reference in the
+    /// batch, for [`Ksm::relook`] (a KSM page's reference stops no merge: only the page being
+    /// merged into one has its count checked).
     pub(super) fn merge_batch<R>(
         &self,
         batch: &mut [Entry],
         threads: usize,
+        keep_merged: bool,
         own: impl FnOnce() -> R,
     ) -> R {
         let n = batch.len();
@@ -139,7 +172,10 @@ impl Ksm {
             let mut step = self.step();
             let mut one = |e: &mut Entry| match e.page.take() {
                 Some(page) => {
-                    step.cmp_and_merge(e.item.as_ref(), &page);
+                    let outcome = step.cmp_and_merge(e.item.as_ref(), &page);
+                    if keep_merged && outcome == Outcome::AlreadyMerged {
+                        e.page = Some(page);
+                    }
                 }
                 None => step.remove_item(&e.item),
             };
@@ -169,6 +205,18 @@ impl Ksm {
             (threads - 1).min(self.helpers.load(Relaxed)).min(n - 1)
         };
         self.crew.run_beside(helpers, &job, own)
+    }
+
+    /// Runs the step again for each page of `batch` that kept its reference (see
+    /// [`relooks`]): a page written since its first look is no longer merged, and leaves its
+    /// node before the pass ends.
+    pub(super) fn relook(&self, batch: &mut [Entry]) {
+        let mut step = self.step();
+        for e in batch.iter_mut() {
+            if let Some(page) = e.page.take() {
+                step.cmp_and_merge(e.item.as_ref(), &page);
+            }
+        }
     }
 }
 
@@ -218,9 +266,13 @@ impl ScanState {
                 && threads > 1
                 && left > 0
                 && !kthread::freezing();
-            let ahead = k.merge_batch(&mut cur, threads, || {
+            let relook = relooks(&gathered, &cur, k);
+            let ahead = k.merge_batch(&mut cur, threads, relook, || {
                 ahead.then(|| self.gather(k, &slot, &mut next, left.min(batch_for(&slot))))
             });
+            if relook {
+                k.relook(&mut cur);
+            }
             self.free_doomed(k, &slot);
             self.put_back(&slot, &mut cur);
             // The batch's pages are let go of: the large folios its merges could not split may
@@ -538,12 +590,11 @@ impl ScanState {
         trace::start_scan(self.seqnr, self.rmap_items as u64);
         // Pages in per-CPU LRU caches have a raised count that stops write-protection.
         mm::lru_add_drain_all();
-        for i in 0..NR_SHARDS {
-            k.in_shard(i, |t, token| {
-                t.renew_unstable();
-                t.retry_misplaced(&k.backend, token);
-            });
-        }
+        k.shards.renew_for_pass(|sh| {
+            sh.trees.renew_unstable();
+            sh.trees.retry_misplaced(&k.backend, &mut sh.token);
+            publish_shard(sh);
+        });
     }
 
     pub(super) fn end_pass(&mut self, k: &Ksm) {

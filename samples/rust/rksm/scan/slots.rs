@@ -51,6 +51,11 @@ impl SlotList {
         self.current()
     }
 
+    /// Whether the cursor is at the last slot: once it is done, the pass ends.
+    pub(super) fn at_last(&self) -> bool {
+        self.cursor + 1 == self.slots.len()
+    }
+
     pub(super) fn insert_at(&mut self, at: usize, slot: Arc<MmSlot>) -> Result {
         self.slots.push(slot, GFP_KERNEL)?;
         self.slots[at..].rotate_right(1);
