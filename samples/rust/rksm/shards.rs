@@ -31,7 +31,7 @@ pub(crate) struct Shard<B: Backend> {
 ///
 /// `shards.len()` is between 1 and [`MAX_SHARDS`] (which an item can record) and at most 64
 /// (one bit each in `changed` and `idle`), and shard `i`'s token has id `i`. Bit `i` of `idle`
-/// is set only while shard `i`'s lock is held, with its trees [`Trees::pass_start_idle`], and
+/// becomes set only under shard `i`'s lock, with its trees [`Trees::pass_start_idle`], and
 /// every lock of shard `i` but [`ShardSet::renew_for_pass`]'s clears it before the lock is
 /// dropped: so a shard whose bit is set has not been held since it was idle.
 pub(crate) struct ShardSet<B: Backend> {
@@ -113,11 +113,13 @@ impl<B: Backend> ShardSet<B> {
         let mut ran = 0;
         for (i, shard) in self.shards.iter().enumerate() {
             let bit = 1u64 << i;
-            // A stale set bit is not possible here for a shard a step changed: steps run in
-            // batches, which the scan lock orders before the pass start, as it does their
-            // clearing of the bit. A bit set when another holder (an unmerge, a migration)
-            // has just cleared it is at worst a pass late, as that holder's change would be if
-            // it came a moment later.
+            // Only a step makes a shard's trees non-idle (it puts items into an unstable tree,
+            // or a node into `misplaced`); every other holder (unmerging, the knobs, memory
+            // going offline) only takes things out. The caller runs this between batches, and
+            // its steps, and those of the helpers, which it waits for at the end of each batch
+            // (`Crew::run_beside`), cleared their bits before it: so a set bit read here is of
+            // a shard that is idle still, and a bit cleared concurrently by another holder
+            // only stands for removals, after which the shard is idle or renewed next pass.
             if self.idle.load(Relaxed) & bit != 0 {
                 continue;
             }

@@ -248,7 +248,8 @@ impl<B: Backend> Trees<B> {
     }
 
     /// Whether the start of a pass has nothing to do in these trees: every unstable tree is
-    /// settled ([`UnstableTree::is_settled`]) and no stable node waits in `misplaced`.
+    /// settled ([`UnstableTree::is_settled`]) and no stable node waits in `misplaced`. (Asked
+    /// right after a pass start's work, by [`crate::shards::ShardSet::renew_for_pass`].)
     pub(crate) fn pass_start_idle(&self) -> bool {
         self.misplaced.is_empty() && self.unstable.iter().all(|t| t.is_settled())
     }

@@ -20,8 +20,8 @@ use super::*;
 pub(super) const BATCH: usize = 4096;
 
 /// A batch holds at most this share of its address space's pages (counted by their rmap_items):
-/// `1 / PINNED_SHARE`, or [`MIN_BATCH`] pages if that is more. A page keeps its reference from the walk until it is merged, and a page
-/// with a reference more can be neither migrated (compaction, `move_pages()`) nor split and
+/// `1 / PINNED_SHARE` (all of them if they are few: see [`SMALL_SPACE`]). A page keeps its
+/// reference from the walk until it is merged, and a page with a reference more can be neither migrated (compaction, `move_pages()`) nor split and
 /// swapped out (`MADV_PAGEOUT` of part of a large folio). With whole batches of [`BATCH`] pages,
 /// a small process had most of its pages held at any moment while `ksmd` ran, where C holds
 /// one: the mm selftest `cow`, run with every process merged, could not swap out twice as many
@@ -103,23 +103,22 @@ pub(super) fn skip_age(age: u8) -> u8 {
     }
 }
 
-/// The fewest pages a batch may hold, whatever its address space's size: one group that a
-/// scanner thread merges without offering to reschedule ([`RESCHED_EVERY`]).
-///
-/// An address space of that few pages is gathered whole, and the walk that gathers it meets the
-/// end of its mergeable areas ([`Gathered::SlotEnd`]): its pages are looked at one after the
-/// other, and, for the last address space, the pass ends right after, with nothing between that
-/// yields the CPU. C's scan looks at the last page and counts the pass within one call, too.
-/// With batches of one page, the pages of a small address space were looked at in separate
-/// batches, with a walk, the counters' publishing and offers to reschedule between them and
-/// after the last: a process writing its merged pages in that time, and waiting for the next
-/// `full_scans` to see them unmerged (the selftest `ksm_tests -U`), saw a pass end that had
-/// looked at its first page before the write.
-const MIN_BATCH: usize = RESCHED_EVERY;
+/// An address space of at most this many pages (counted by their rmap_items) is gathered in one
+/// batch with room for a page more, so that the walk that gathers it meets the end of its
+/// mergeable areas ([`Gathered::SlotEnd`]) unless it grew: its pages are looked at one after the
+/// other, and, for the last address space of the pass, the pass ends right after, with nothing
+/// between that offers to reschedule. C's scan looks at the last page and counts the pass within
+/// one call, too. With batches of one page, the pages of a small address space were looked at
+/// in separate batches, with a walk, the counters' publishing and offers to reschedule between
+/// them and after the last: a process writing its merged pages in that time, and waiting for
+/// the next `full_scans` to see them unmerged (the selftest `ksm_tests -U`), saw a pass end that
+/// had looked at its first page before the write. (An address space's first pass, with no
+/// items yet, and larger ones keep the batches of [`PINNED_SHARE`].)
+const SMALL_SPACE: usize = RESCHED_EVERY;
 
-/// Whether `batch`, whose gathering stopped at `gathered`, ends the pass and has so few pages
-/// (at most [`MIN_BATCH`]) that the pages it finds merged already are looked at again just
-/// before the pass ends ([`Ksm::relook`]).
+/// Whether `batch`, whose gathering stopped at `gathered`, holds a small address space whole
+/// ([`SMALL_SPACE`]) and ends the pass: then the pages it finds merged already are looked at
+/// again just before the pass ends ([`Ksm::relook`]).
 ///
 /// A pass that ends on a small address space is what a process waits for when it has written
 /// its merged pages and reads `full_scans` to see them unmerged (the selftest `ksm_tests -U`).
@@ -127,15 +126,21 @@ const MIN_BATCH: usize = RESCHED_EVERY;
 /// puts its items back, publishes the counters and walks to the next address space after the
 /// pages' steps: under TCG, tens of microseconds after the first page's step, sometimes
 /// hundreds, in which the process's writes and its read of `full_scans` could both fall. Looked
-/// at again after the batch, a merged page is looked at as late before the pass ends as C's last
-/// page; the second look at a page still merged is cheap (its mappings are counted, not walked).
+/// at again after the batch, a merged page is looked at about as late before the pass ends as
+/// C's last page, and a write before that second look is seen by the pass. The second look at a
+/// page still merged is cheap: its mappings are counted, and walked only if fewer than listed.
 fn relooks(gathered: &Gathered, batch: &[Entry], k: &Ksm) -> bool {
-    matches!(gathered, Gathered::SlotEnd) && batch.len() <= MIN_BATCH && k.slots.lock().at_last()
+    matches!(gathered, Gathered::SlotEnd) && batch.len() <= SMALL_SPACE && k.slots.lock().at_last()
 }
 
-/// How many pages the next batch of `slot` may hold (see [`PINNED_SHARE`] and [`MIN_BATCH`]).
+/// How many pages the next batch of `slot` may hold (see [`PINNED_SHARE`] and [`SMALL_SPACE`]).
 fn batch_for(slot: &MmSlot) -> usize {
-    (slot.nr_items.load(Relaxed) / PINNED_SHARE).clamp(MIN_BATCH, BATCH)
+    let n = slot.nr_items.load(Relaxed);
+    if (1..=SMALL_SPACE).contains(&n) {
+        n + 1
+    } else {
+        (n / PINNED_SHARE).clamp(1, BATCH)
+    }
 }
 
 impl Ksm {
@@ -208,8 +213,8 @@ impl Ksm {
     }
 
     /// Runs the step again for each page of `batch` that kept its reference (see
-    /// [`relooks`]): a page written since its first look is no longer merged, and leaves its
-    /// node before the pass ends.
+    /// [`relooks`]): a page whose mapping was given a copy by a write since its first look (and
+    /// before this one) is no longer merged, and leaves its node before the pass ends.
     pub(super) fn relook(&self, batch: &mut [Entry]) {
         let mut step = self.step();
         for e in batch.iter_mut() {
