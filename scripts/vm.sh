@@ -99,9 +99,9 @@ if [ "$qrc" = 124 ]; then
 	status=124
 fi
 # Splats in the guest kernel's log fail the run whatever the command said.
-if grep -qE "$SPLAT" "$RUN/console.log" 2>/dev/null; then
+if console_log "$RUN/console.log" 2>/dev/null | grep -qE "$SPLAT"; then
 	echo "vm: the guest kernel log shows a problem (build/vm/$(basename "$RUN")/console.log):" >&2
-	grep -nE -A12 "$SPLAT" "$RUN/console.log" | head -60 >&2
+	console_log "$RUN/console.log" | grep -nE -A12 "$SPLAT" | head -60 >&2
 	status=3
 fi
 if ! [ -f "$RUN/rc" ]; then

@@ -1,11 +1,11 @@
 #!/bin/sh
-# Runs inside a VM booted on a debug kernel (scripts/torture.sh, scripts/test.sh): the race
-# regressions (tests/vm/ksmrace.c) and the torture (tests/vm/torture.c) against the running
-# KSM, with zram swap and a memory cgroup for the torture's reclaim, for each scanner-thread
+# Runs inside a VM booted on a debug kernel (scripts/torture.sh, scripts/test.sh): the fault
+# sweeps (tests/vm/ksmfail.c), the race regressions (tests/vm/ksmrace.c) and the torture
+# (tests/vm/torture.c) against the running KSM, with zram swap and a memory cgroup for the torture's reclaim, for each scanner-thread
 # count. Output and exit status of each command land in build/test/$1/<suite>/<name>.{out,rc}
 # (what tests/report.py reads). Always exits 0: a failing test is a result.
 #
-# Usage: [RACES=0] [MM=0] torture-guest.sh KERNEL SECONDS THREADS...
+# Usage: [RACES=0] [MM=0] [FAULTS=1] [FAULTS_SWEEP=1] torture-guest.sh KERNEL SECONDS THREADS...
 #   THREADS: one torture run per word, rksm only (C runs 1): a count (1, 2), or counts joined by
 #   commas (1,2), between which the torture's controller switches scan_threads as it runs.
 #   RACES=0 leaves the race regressions out (make test's C control runs the torture alone), MM=0
@@ -43,7 +43,62 @@ echo 64M > $cg/torture/memory.max
 
 threads=/sys/kernel/mm/ksm/scan_threads
 [ -e $threads ] || set -- 1
-# The race regressions first, 120 s each: the rounds they count failed within that on the code
+# The fault sweeps first (tests/vm/ksmfail.c): each KSM entry point with its 1st, 2nd, ...
+# allocation failed, and the scanner threads' (with two of them too, on rksm). With
+# FAULTS_SWEEP=1 (scripts/torture.sh).
+if [ "${FAULTS_SWEEP:-0}" = 1 ]; then
+	run faults sweep 3600 "$exe/ksmfail"
+	if [ -e $threads ]; then
+		echo 2 > $threads
+		run faults sweep_2_threads 1800 "$exe/ksmfail" madvise unmerge ksmd
+		echo 1 > $threads
+	fi
+fi
+# make torture FAULTS=1: while each torture runs, the scanner threads' allocations fail at
+# random (FAULT_PERCENT percent of them, default 1), through failslab and fail_page_alloc with
+# their task filter: only threads marked make-it-fail fail, and the helpers that scan_threads
+# starts meanwhile are marked as they appear.
+dbg=/sys/kernel/debug
+faults_on() {
+	for f in failslab fail_page_alloc; do
+		echo N > $dbg/$f/ignore-gfp-wait
+		echo 0 > $dbg/$f/verbose
+		echo Y > $dbg/$f/task-filter
+		echo 1 > $dbg/$f/interval
+		echo 1000000 > $dbg/$f/times
+		echo "${FAULT_PERCENT:-1}" > $dbg/$f/probability
+	done
+	echo 0 > $dbg/fail_page_alloc/min-order
+	(
+		while :; do
+			for c in /proc/[0-9]*/comm; do
+				read -r name < "$c" 2> /dev/null || continue
+				case $name in
+				ksmd*) echo 1 > "${c%comm}make-it-fail" 2> /dev/null ;;
+				esac
+			done
+			sleep 2
+		done
+	) &
+	marker=$!
+}
+faults_off() { # the torture run's name
+	kill "$marker" 2> /dev/null
+	wait "$marker" 2> /dev/null
+	n=0
+	for f in failslab fail_page_alloc; do
+		echo 0 > $dbg/$f/probability
+		n=$((n + 1000000 - $(cat $dbg/$f/times)))
+	done
+	# The run counts only if allocations did fail in it.
+	mkdir -p "$out/faults"
+	if [ $n -gt 0 ]; then r=ok; else r="not ok"; fi
+	printf '1..1\n%s 1 - %d allocations of the scanner threads failed during torture %s\n' \
+		"$r" $n "$1" > "$out/faults/injected_$1.out"
+	echo 0 > "$out/faults/injected_$1.rc"
+	cat "$out/faults/injected_$1.out"
+}
+# The race regressions, 120 s each: the rounds they count failed within that on the code
 # before their fixes, and C's bystander got no round in time with 45 s on the debug kernel.
 # release (60 s) aims at a window that opened about once in 120 s (see the design page), and
 # offline stops after four rounds.
@@ -59,8 +114,10 @@ for t in "$@"; do
 	[ -e $threads ] && echo "${t%%,*}" > $threads
 	# In the memory cgroup: the torture's reclaim (MADV_PAGEOUT and the limit) swaps merged
 	# pages out to zram and faults them back.
+	[ "${FAULTS:-0}" = 1 ] && faults_on
 	run torture "threads_$t" $((secs + 600)) sh -c \
 		"echo \$\$ > $cg/torture/cgroup.procs && exec $exe/torture -q -d $secs -t $t"
+	[ "${FAULTS:-0}" = 1 ] && faults_off "threads_$t"
 	cat "$out/torture/threads_$t.out" | sed -n '/^| /p'
 done
 [ -e $threads ] && echo 1 > $threads

@@ -1,0 +1,959 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * ksmfail: KSM's entry points with their allocations failed one at a time (fault injection's
+ * fail-nth, Documentation/fault-injection/fault-injection.rst), on the debug kernels
+ * (kernel/config/debug.config: FAILSLAB, FAIL_PAGE_ALLOC).
+ *
+ * For each entry point, a sweep: in a fresh child process set up as the call needs (an area
+ * of pairs of equal pages, merged or not), the Nth fault point of the call is made to fail,
+ * for N = 1, 2, ... until the call runs with no fault point left to fail. After each call:
+ * its result must be success or C's errors for lack of memory (ENOMEM, and EAGAIN, which
+ * madvise() returns for it), every byte of the area must read as written, a retry without
+ * injection must succeed, and what the call promises must hold (an unmerged area has no page
+ * merged, a merged area merges). The last call, with nothing injected, must succeed.
+ *
+ * The sweep "ksmd" fails the Nth allocation of the scanner threads instead (their fail-nth,
+ * written from here) while a child's area merges: merging must still complete, every byte
+ * intact.
+ *
+ * At the end, run=2 must leave every KSM counter at zero. Prints one TAP line per sweep, each
+ * call's N and result as comments ("# madvise 3 EAGAIN injected"), and exits non-zero if any
+ * sweep failed.
+ *
+ * Usage: ksmfail [-m] [-n MAX] [SWEEP...]   (default: every sweep; -m checks merging after
+ * every call, not only every eighth and the last; -n: at most MAX calls per sweep, default 400)
+ */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <numaif.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifndef PR_SET_MEMORY_MERGE
+#define PR_SET_MEMORY_MERGE 67
+#define PR_GET_MEMORY_MERGE 68
+#endif
+
+#define KSM "/sys/kernel/mm/ksm/"
+#define DBG "/sys/kernel/debug/"
+/* Pairs of equal pages in an area. */
+#define PAIRS 16
+#define PAGES (2 * PAIRS)
+
+static size_t page_size;
+static int every_merge;
+static int max_calls = 400;
+static const char *self_exe;
+
+/* What a child reports of its call, in memory shared with the parent. */
+struct report {
+	int injected; /* the Nth fault point was reached (fail-nth read back 0) */
+	int ret;      /* the call's return value (0 or -1, or a pid) */
+	int err;      /* its errno */
+	int bad;      /* a check after the call failed: what is in why */
+	char why[200];
+};
+
+static struct report *rep;
+
+static void bad(const char *fmt, ...)
+{
+	va_list ap;
+
+	if (rep->bad)
+		return;
+	rep->bad = 1;
+	va_start(ap, fmt);
+	vsnprintf(rep->why, sizeof(rep->why), fmt, ap);
+	va_end(ap);
+}
+
+static long read_long(const char *path)
+{
+	char buf[64] = "";
+	int fd = open(path, O_RDONLY);
+	long v = -1;
+
+	if (fd >= 0) {
+		if (read(fd, buf, sizeof(buf) - 1) > 0)
+			v = strtol(buf, NULL, 10);
+		close(fd);
+	}
+	return v;
+}
+
+static int write_str(const char *path, const char *s)
+{
+	int fd = open(path, O_WRONLY);
+	int ok;
+
+	if (fd < 0)
+		return -1;
+	ok = write(fd, s, strlen(s)) == (ssize_t)strlen(s);
+	close(fd);
+	return ok ? 0 : -1;
+}
+
+/* The byte page i of an area is filled with: pages 2k and 2k + 1 are equal. */
+static unsigned char fill_of(int i)
+{
+	return 0x10 + i / 2;
+}
+
+static char *new_area(void)
+{
+	char *a = mmap(NULL, PAGES * page_size, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	if (a == MAP_FAILED) {
+		bad("mmap: %s", strerror(errno));
+		return NULL;
+	}
+	for (int i = 0; i < PAGES; i++)
+		memset(a + i * page_size, fill_of(i), page_size);
+	return a;
+}
+
+static void verify(const char *a)
+{
+	for (int i = 0; i < PAGES; i++)
+		for (size_t j = 0; j < page_size; j++)
+			if ((unsigned char)a[i * page_size + j] != fill_of(i)) {
+				bad("page %d byte %zu reads %#x, not %#x", i, j,
+				    (unsigned char)a[i * page_size + j], fill_of(i));
+				return;
+			}
+}
+
+static long merging(void)
+{
+	return read_long("/proc/self/ksm_merging_pages");
+}
+
+/*
+ * How many pages of the area are not mapped by this process alone (/proc/self/pagemap's
+ * "exclusively mapped" bit, 56, clear; or not present): after an unmerge, none. (The count in
+ * ksm_merging_pages is of rmap_items, which leave their stable nodes only when the scanner
+ * comes by, on C as on rksm.)
+ */
+static int not_exclusive(const char *a)
+{
+	int fd = open("/proc/self/pagemap", O_RDONLY), n = 0;
+	unsigned long long e;
+
+	if (fd < 0) {
+		bad("pagemap: %s", strerror(errno));
+		return -1;
+	}
+	for (int i = 0; i < PAGES; i++) {
+		off_t off = (unsigned long)(a + i * page_size) / page_size * sizeof(e);
+
+		if (pread(fd, &e, sizeof(e), off) != sizeof(e)) {
+			bad("pagemap read: %s", strerror(errno));
+			n = -1;
+			break;
+		}
+		n += !(e >> 63 & 1) || !(e >> 56 & 1);
+	}
+	close(fd);
+	return n;
+}
+
+/* Waits until at least want of this process's pages are merged: 0, or -1 after 60 s. */
+static int wait_merged(long want)
+{
+	for (int i = 0; i < 6000; i++) {
+		if (merging() >= want)
+			return 0;
+		usleep(10000);
+	}
+	return -1;
+}
+
+/* Whether the call with this N checks that the area merges (all with -m). */
+static int check_merge(int n)
+{
+	return every_merge || n % 8 == 0;
+}
+
+/* fail-nth of this thread: set to n (0: off). */
+static int nth_fd = -1;
+
+static void nth_open(void)
+{
+	char path[64];
+
+	snprintf(path, sizeof(path), "/proc/self/task/%ld/fail-nth", (long)syscall(SYS_gettid));
+	nth_fd = open(path, O_RDWR);
+	if (nth_fd < 0)
+		bad("%s: %s", path, strerror(errno));
+}
+
+static void nth_set(int n)
+{
+	char buf[16];
+	int len = snprintf(buf, sizeof(buf), "%d", n);
+
+	if (pwrite(nth_fd, buf, len, 0) != len)
+		bad("fail-nth: %s", strerror(errno));
+}
+
+/* Turns injection off, and records whether the Nth fault point was reached. */
+static void nth_done(void)
+{
+	char buf[16] = "";
+
+	if (pread(nth_fd, buf, sizeof(buf) - 1, 0) <= 0)
+		bad("fail-nth read: %s", strerror(errno));
+	rep->injected = atoi(buf) == 0;
+	nth_set(0);
+}
+
+/* The call's result, kept before anything else can change errno. */
+static void result(int ret)
+{
+	rep->ret = ret;
+	rep->err = ret < 0 ? errno : 0;
+}
+
+/* A failed call must have failed for lack of memory. */
+static void check_errno(void)
+{
+	if (rep->ret < 0 && rep->err != ENOMEM && rep->err != EAGAIN)
+		bad("failed with %s, not ENOMEM or EAGAIN", strerror(rep->err));
+}
+
+/* ---- the calls ---- */
+
+static void madvise_call(int n, int split)
+{
+	char *a = new_area();
+	char *from;
+	size_t len;
+	int r;
+
+	if (!a)
+		return;
+	/* split: the middle half of the area, so that the call splits its VMA. */
+	from = split ? a + PAGES / 4 * page_size : a;
+	len = (split ? PAGES / 2 : PAGES) * page_size;
+	nth_open();
+	nth_set(n);
+	r = madvise(from, len, MADV_MERGEABLE);
+	result(r);
+	nth_done();
+	check_errno();
+	verify(a);
+	if (r && madvise(from, len, MADV_MERGEABLE))
+		bad("madvise(MADV_MERGEABLE) again: %s", strerror(errno));
+	if (check_merge(n) && wait_merged(len / page_size))
+		bad("%ld of %zu pages merged", merging(), len / page_size);
+	verify(a);
+}
+
+static void call_madvise(int n)
+{
+	madvise_call(n, 0);
+}
+
+static void call_madvise_split(int n)
+{
+	madvise_call(n, 1);
+}
+
+static void call_unmerge(int n)
+{
+	char *a = new_area();
+	int r;
+
+	if (!a)
+		return;
+	if (madvise(a, PAGES * page_size, MADV_MERGEABLE) || wait_merged(PAGES)) {
+		bad("the area did not merge first (%ld pages)", merging());
+		return;
+	}
+	nth_open();
+	nth_set(n);
+	r = madvise(a, PAGES * page_size, MADV_UNMERGEABLE);
+	result(r);
+	nth_done();
+	check_errno();
+	verify(a);
+	if (r && madvise(a, PAGES * page_size, MADV_UNMERGEABLE))
+		bad("madvise(MADV_UNMERGEABLE) again: %s", strerror(errno));
+	if (not_exclusive(a))
+		bad("%d pages shared after MADV_UNMERGEABLE", not_exclusive(a));
+	verify(a);
+}
+
+static void call_prctl_on(int n)
+{
+	char *a = new_area();
+	int r;
+
+	if (!a)
+		return;
+	nth_open();
+	nth_set(n);
+	r = prctl(PR_SET_MEMORY_MERGE, 1, 0, 0, 0);
+	result(r);
+	nth_done();
+	check_errno();
+	verify(a);
+	if (r && prctl(PR_SET_MEMORY_MERGE, 1, 0, 0, 0))
+		bad("PR_SET_MEMORY_MERGE 1 again: %s", strerror(errno));
+	if (prctl(PR_GET_MEMORY_MERGE, 0, 0, 0, 0) != 1)
+		bad("PR_GET_MEMORY_MERGE is not 1");
+	if (check_merge(n) && wait_merged(PAGES))
+		bad("%ld of %d pages merged", merging(), PAGES);
+	verify(a);
+}
+
+static void call_prctl_off(int n)
+{
+	char *a;
+	int r;
+
+	if (prctl(PR_SET_MEMORY_MERGE, 1, 0, 0, 0)) {
+		bad("PR_SET_MEMORY_MERGE 1: %s", strerror(errno));
+		return;
+	}
+	a = new_area();
+	if (!a)
+		return;
+	if (wait_merged(PAGES)) {
+		bad("the area did not merge first (%ld pages)", merging());
+		return;
+	}
+	nth_open();
+	nth_set(n);
+	r = prctl(PR_SET_MEMORY_MERGE, 0, 0, 0, 0);
+	result(r);
+	nth_done();
+	check_errno();
+	verify(a);
+	if (r && prctl(PR_SET_MEMORY_MERGE, 0, 0, 0, 0))
+		bad("PR_SET_MEMORY_MERGE 0 again: %s", strerror(errno));
+	if (prctl(PR_GET_MEMORY_MERGE, 0, 0, 0, 0) != 0)
+		bad("PR_GET_MEMORY_MERGE is not 0");
+	if (not_exclusive(a))
+		bad("%d pages shared after PR_SET_MEMORY_MERGE 0", not_exclusive(a));
+	verify(a);
+}
+
+static void call_fork(int n)
+{
+	char *a = new_area();
+	int r, status;
+
+	if (!a)
+		return;
+	if (madvise(a, PAGES * page_size, MADV_MERGEABLE) || wait_merged(PAGES)) {
+		bad("the area did not merge first (%ld pages)", merging());
+		return;
+	}
+	nth_open();
+	nth_set(n);
+	r = fork();
+	if (r == 0) {
+		/* The child's own fail-nth starts at 0. It reads the area, and writes it. */
+		for (int i = 0; i < PAGES; i++)
+			for (size_t j = 0; j < page_size; j += 512)
+				if ((unsigned char)a[i * page_size + j] != fill_of(i))
+					_exit(3);
+		memset(a, 0x55, page_size);
+		_exit(0);
+	}
+	result(r);
+	nth_done();
+	check_errno();
+	if (r > 0) {
+		if (waitpid(r, &status, 0) != r || !WIFEXITED(status) || WEXITSTATUS(status))
+			bad("the forked child read a wrong byte or died (status %#x)", status);
+	}
+	verify(a);
+	/* The parent's pages stay merged (the child's write copied its own page). */
+	if (check_merge(n) && wait_merged(PAGES))
+		bad("%ld of %d pages merged after the fork", merging(), PAGES);
+}
+
+/* The program exec'd by call_exec: merging must be on, and its own pages must merge. */
+static int exec_child(void)
+{
+	char *a;
+
+	if (prctl(PR_GET_MEMORY_MERGE, 0, 0, 0, 0) != 1)
+		return 2;
+	a = mmap(NULL, PAGES * page_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+		 -1, 0);
+	if (a == MAP_FAILED)
+		return 3;
+	for (int i = 0; i < PAGES; i++)
+		memset(a + i * page_size, fill_of(i), page_size);
+	if (wait_merged(PAGES))
+		return 4;
+	return 0;
+}
+
+static void call_exec(int n)
+{
+	int pipefd[2], status, r;
+	pid_t pid;
+	char c;
+
+	/* The exec'ing process is a child of this one, so that its exit can be waited for. */
+	if (prctl(PR_SET_MEMORY_MERGE, 1, 0, 0, 0) || pipe2(pipefd, O_CLOEXEC)) {
+		bad("setup: %s", strerror(errno));
+		return;
+	}
+	pid = fork();
+	if (pid == 0) {
+		char *argv[] = { (char *)self_exe, "--exec-child", NULL };
+
+		close(pipefd[0]);
+		nth_open();
+		nth_set(n);
+		execv(self_exe, argv);
+		/* execve() failed: tell the parent how (the pipe is still open). */
+		r = errno;
+		nth_done();
+		c = rep->injected ? 'i' : 'n';
+		if (write(pipefd[1], &c, 1) != 1 || write(pipefd[1], &r, sizeof(r)) != sizeof(r))
+			_exit(9);
+		_exit(8);
+	}
+	close(pipefd[1]);
+	if (pid < 0) {
+		bad("fork: %s", strerror(errno));
+		return;
+	}
+	if (read(pipefd[0], &c, 1) == 1) {
+		/*
+		 * execve() failed. Copying the arguments turns a failed allocation into E2BIG
+		 * (fs/exec.c, copy_strings()), and loading the binary may into ENOEXEC (no
+		 * handler took it), on both kernels.
+		 */
+		if (read(pipefd[0], &r, sizeof(r)) != sizeof(r))
+			r = 0;
+		rep->ret = -1;
+		rep->err = r;
+		rep->injected = c == 'i';
+		if (r != E2BIG && r != ENOEXEC)
+			check_errno();
+		waitpid(pid, &status, 0);
+		close(pipefd[0]);
+		return;
+	}
+	close(pipefd[0]);
+	rep->ret = 0;
+	if (waitpid(pid, &status, 0) != pid)
+		bad("waitpid: %s", strerror(errno));
+	else if (!WIFEXITED(status))
+		bad("the exec'd program died (status %#x)", status);
+	else if (WEXITSTATUS(status) == 5)
+		rep->injected = 0;
+	else if (WEXITSTATUS(status) == 6)
+		rep->injected = 1;
+	else
+		bad("the exec'd program failed its check %d", WEXITSTATUS(status));
+}
+
+/*
+ * The call is exit: the child merges its area, then exits with its Nth fault point set. The
+ * parent reads the zombie's fail-nth before reaping it.
+ */
+static void call_exit(int n)
+{
+	pid_t pid = fork();
+	siginfo_t si;
+	char path[64], buf[16] = "";
+	int fd;
+
+	if (pid == 0) {
+		char *a = new_area();
+
+		if (!a || madvise(a, PAGES * page_size, MADV_MERGEABLE) || wait_merged(PAGES))
+			_exit(3);
+		nth_open();
+		nth_set(n);
+		_exit(0);
+	}
+	if (pid < 0) {
+		bad("fork: %s", strerror(errno));
+		return;
+	}
+	if (waitid(P_PID, pid, &si, WEXITED | WNOWAIT)) {
+		bad("waitid: %s", strerror(errno));
+		return;
+	}
+	snprintf(path, sizeof(path), "/proc/%d/fail-nth", pid);
+	fd = open(path, O_RDONLY);
+	if (fd < 0 || read(fd, buf, sizeof(buf) - 1) <= 0)
+		bad("%s: %s", path, strerror(errno));
+	else
+		rep->injected = atoi(buf) == 0;
+	if (fd >= 0)
+		close(fd);
+	waitpid(pid, NULL, 0);
+	rep->ret = 0;
+	if (si.si_code != CLD_EXITED || si.si_status != 0)
+		bad("the child did not merge, or died (code %d status %d)", si.si_code,
+		    si.si_status);
+}
+
+/*
+ * move_pages() of a merged page to the other NUMA node: the page may stay (its status an
+ * error), never be corrupted, and the area stays merged or merges again.
+ */
+static void call_move_pages(int n)
+{
+	char *a = new_area();
+	void *pages[PAGES];
+	int nodes[PAGES], status[PAGES];
+	long r;
+
+	if (!a)
+		return;
+	if (madvise(a, PAGES * page_size, MADV_MERGEABLE) || wait_merged(PAGES)) {
+		bad("the area did not merge first (%ld pages)", merging());
+		return;
+	}
+	for (int i = 0; i < PAGES; i++) {
+		pages[i] = a + i * page_size;
+		nodes[i] = 1;
+		status[i] = -1;
+	}
+	nth_open();
+	nth_set(n);
+	r = syscall(SYS_move_pages, 0, PAGES, pages, nodes, status, MPOL_MF_MOVE_ALL);
+	result(r < 0 ? -1 : 0);
+	nth_done();
+	check_errno();
+	for (int i = 0; i < PAGES && r >= 0; i++)
+		if (status[i] < 0 && status[i] != -ENOMEM && status[i] != -EAGAIN &&
+		    status[i] != -EBUSY)
+			bad("page %d: status %s", i, strerror(-status[i]));
+	verify(a);
+	if (check_merge(n) && wait_merged(PAGES))
+		bad("%ld of %d pages merged after move_pages()", merging(), PAGES);
+	verify(a);
+}
+
+/*
+ * A write to each KSM knob with its Nth fault point set: the write succeeds, or fails with
+ * ENOMEM (or EBUSY where C gives it); the knob then reads the new or the old value.
+ */
+static const struct knob {
+	const char *name;
+	const char *value;
+	const char *old;
+	int unmerge_first; /* the knob refuses a change while KSM pages exist (EBUSY) */
+} knobs[] = {
+	{ "pages_to_scan", "777", "1000", 0 },
+	{ "sleep_millisecs", "3", "0", 0 },
+	{ "max_page_sharing", "17", "256", 1 },
+	{ "merge_across_nodes", "0", "1", 1 },
+	{ "use_zero_pages", "1", "0", 0 },
+	{ "stable_node_chains_prune_millisecs", "1000", "2000", 0 },
+	{ "smart_scan", "0", "1", 0 },
+	{ "advisor_mode", "scan-time", "none", 0 },
+	{ "scan_threads", "2", "1", 0 },
+	{ "merge_scope", "mm", "global", 1 },
+	{ "run", "2", "1", 0 },
+};
+
+static const struct knob *knob;
+
+static void call_knob(int n)
+{
+	char path[128], buf[64] = "";
+	int fd, r, len;
+
+	snprintf(path, sizeof(path), KSM "%s", knob->name);
+	fd = open(path, O_WRONLY);
+	if (fd < 0) {
+		bad("%s: %s", path, strerror(errno));
+		return;
+	}
+	len = strlen(knob->value);
+	nth_open();
+	nth_set(n);
+	r = write(fd, knob->value, len);
+	result(r == len ? 0 : -1);
+	nth_done();
+	close(fd);
+	if (rep->ret < 0 && rep->err != ENOMEM && rep->err != EAGAIN && rep->err != EBUSY)
+		bad("failed with %s", strerror(rep->err));
+	if (rep->ret < 0 && rep->err == EBUSY && !rep->injected)
+		bad("EBUSY with nothing injected: pages_shared %ld, pages_sharing %ld, "
+		    "stable_node_chains %ld, stable_node_dups %ld, ksm_zero_pages %ld",
+		    read_long(KSM "pages_shared"), read_long(KSM "pages_sharing"),
+		    read_long(KSM "stable_node_chains"), read_long(KSM "stable_node_dups"),
+		    read_long(KSM "ksm_zero_pages"));
+	fd = open(path, O_RDONLY);
+	if (fd < 0 || read(fd, buf, sizeof(buf) - 1) <= 0) {
+		bad("%s reads nothing", path);
+	} else {
+		char *nl = strchr(buf, '\n');
+		const char *want = rep->ret ? knob->old : knob->value;
+
+		if (nl)
+			*nl = 0;
+		/* merge_scope and advisor_mode show [the choice] among the others. */
+		if (strchr(buf, '[')) {
+			char *l = strchr(buf, '['), *rb = strchr(buf, ']');
+
+			if (rb)
+				*rb = 0;
+			memmove(buf, l + 1, strlen(l + 1) + 1);
+		}
+		if (strcmp(buf, want))
+			bad("reads %s after the write, not %s", buf, want);
+	}
+	if (fd >= 0)
+		close(fd);
+	write_str(path, knob->old);
+}
+
+/*
+ * The scanner threads' own allocations: their Nth fault point fails while a child's area
+ * merges. The child must see its area merge all the same.
+ */
+static pid_t ksmd_pids[8];
+static int nr_ksmd;
+
+static void find_ksmd(void)
+{
+	DIR *d = opendir("/proc");
+	struct dirent *e;
+
+	while (d && (e = readdir(d)) && nr_ksmd < 8) {
+		char path[300], comm[32] = "";
+		int fd;
+
+		if (e->d_name[0] < '0' || e->d_name[0] > '9')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%s/comm", e->d_name);
+		fd = open(path, O_RDONLY);
+		if (fd < 0)
+			continue;
+		if (read(fd, comm, sizeof(comm) - 1) > 0 && !strncmp(comm, "ksmd", 4))
+			ksmd_pids[nr_ksmd++] = atoi(e->d_name);
+		close(fd);
+	}
+	if (d)
+		closedir(d);
+}
+
+static int nth_of(pid_t pid, int set)
+{
+	char path[64], buf[16] = "";
+	int fd, v = -1;
+
+	snprintf(path, sizeof(path), "/proc/%d/fail-nth", pid);
+	fd = open(path, O_RDWR);
+	if (fd < 0)
+		return -1;
+	if (set >= 0) {
+		snprintf(buf, sizeof(buf), "%d", set);
+		v = pwrite(fd, buf, strlen(buf), 0) > 0 ? set : -1;
+	} else if (pread(fd, buf, sizeof(buf) - 1, 0) > 0) {
+		v = atoi(buf);
+	}
+	close(fd);
+	return v;
+}
+
+static void call_ksmd(int n)
+{
+	char *a;
+
+	find_ksmd();
+	if (!nr_ksmd) {
+		bad("no ksmd thread found");
+		return;
+	}
+	for (int i = 0; i < nr_ksmd; i++)
+		nth_of(ksmd_pids[i], n);
+	a = new_area();
+	if (a && (madvise(a, PAGES * page_size, MADV_MERGEABLE) || wait_merged(PAGES)))
+		bad("%ld of %d pages merged", merging(), PAGES);
+	rep->injected = 0;
+	for (int i = 0; i < nr_ksmd; i++) {
+		if (nth_of(ksmd_pids[i], -1) == 0)
+			rep->injected = 1;
+		nth_of(ksmd_pids[i], 0);
+	}
+	if (a)
+		verify(a);
+}
+
+/* ---- the sweeps ---- */
+
+static const struct sweep {
+	const char *name;
+	void (*call)(int n);
+} sweeps[] = {
+	{ "madvise", call_madvise },
+	{ "madvise_split", call_madvise_split },
+	{ "unmerge", call_unmerge },
+	{ "prctl_on", call_prctl_on },
+	{ "prctl_off", call_prctl_off },
+	{ "fork", call_fork },
+	{ "exec", call_exec },
+	{ "exit", call_exit },
+	{ "move_pages", call_move_pages },
+	{ "knobs", NULL },
+	{ "ksmd", call_ksmd },
+};
+
+static int tap_n;
+
+static const char *what(void)
+{
+	static char buf[32];
+
+	if (rep->ret >= 0)
+		return "ok";
+	switch (rep->err) {
+	case ENOMEM:
+		return "ENOMEM";
+	case EAGAIN:
+		return "EAGAIN";
+	case EBUSY:
+		return "EBUSY";
+	case E2BIG:
+		return "E2BIG";
+	case ENOEXEC:
+		return "ENOEXEC";
+	}
+	snprintf(buf, sizeof(buf), "errno %d", rep->err);
+	return buf;
+}
+
+/* One sweep of a call: 1 if it passed. */
+static int sweep(const char *name, void (*call)(int n))
+{
+	int n, injected = 0, counts[3] = { 0 }, ok = 1;
+	char why[260] = "";
+
+	for (n = 1; n <= max_calls; n++) {
+		pid_t pid;
+		int status;
+
+		memset(rep, 0, sizeof(*rep));
+		pid = fork();
+		if (pid == 0) {
+			/* Mapped before the call: a fault on it must not take the Nth fault point. */
+			rep->injected = 0;
+			call(n);
+			_exit(0);
+		}
+		if (pid < 0 || waitpid(pid, &status, 0) != pid) {
+			snprintf(why, sizeof(why), "fork/wait: %s", strerror(errno));
+			ok = 0;
+			break;
+		}
+		printf("# %s %d %s%s%s%s\n", name, n, what(), rep->injected ? " injected" : "",
+		       rep->bad ? ": " : "", rep->bad ? rep->why : "");
+		if (!WIFEXITED(status) || WEXITSTATUS(status)) {
+			snprintf(why, sizeof(why), "call %d: the child died (status %#x)", n,
+				 status);
+			ok = 0;
+			break;
+		}
+		if (rep->bad) {
+			snprintf(why, sizeof(why), "call %d: %s", n, rep->why);
+			ok = 0;
+			break;
+		}
+		counts[rep->ret >= 0 ? 0 : rep->err == EBUSY ? 2 : 1]++;
+		if (!rep->injected) {
+			if (rep->ret < 0) {
+				snprintf(why, sizeof(why), "call %d, nothing injected, failed: %s", n,
+					 what());
+				ok = 0;
+			}
+			break;
+		}
+		injected++;
+	}
+	if (ok && n > max_calls) {
+		snprintf(why, sizeof(why), "still injecting after %d calls", max_calls);
+		ok = 0;
+	}
+	fflush(stdout);
+	printf("%s %d - %s: %d calls failed by injection: %d succeeded, %d ENOMEM/EAGAIN, "
+	       "%d EBUSY%s%s\n", ok ? "ok" : "not ok", ++tap_n, name, injected, counts[0],
+	       counts[1], counts[2], ok ? "" : "; ", why);
+	fflush(stdout);
+	return ok;
+}
+
+static const char *const counters[] = {
+	"pages_shared", "pages_sharing", "pages_unshared", "pages_volatile", "ksm_zero_pages",
+};
+
+int main(int argc, char **argv)
+{
+	int opt, failed = 0, planned = 0;
+	const char *only[32];
+	int nr_only = 0;
+
+	page_size = getpagesize();
+	if (argc == 2 && !strcmp(argv[1], "--exec-child")) {
+		/*
+		 * First, whether the exec reached its Nth fault point, and injection off; then the
+		 * checks. Exit 5 if the exec ran with no fault point failed (or the open below
+		 * was the Nth), 6 if one was.
+		 */
+		char path[64], buf[16] = "";
+		int fd, injected, r;
+
+		snprintf(path, sizeof(path), "/proc/self/task/%ld/fail-nth",
+			 (long)syscall(SYS_gettid));
+		fd = open(path, O_RDWR);
+		if (fd < 0)
+			return errno == ENOMEM ? 5 : 7;
+		if (pread(fd, buf, sizeof(buf) - 1, 0) <= 0)
+			return 7;
+		injected = atoi(buf) == 0;
+		if (pwrite(fd, "0", 1, 0) != 1)
+			return 7;
+		r = exec_child();
+		return r ? r : injected ? 6 : 5;
+	}
+	{
+		/*
+		 * The exec sweep runs a copy in /tmp (tmpfs): over 9p, where the guest finds this
+		 * program, a failed allocation while execve() reads the file underflows a netfs
+		 * request's reference count in 6.12.117 (netfs_put_request(), from
+		 * netfs_unbuffered_read_iter(): a WARNING, on both kernels), which is not KSM's.
+		 */
+		static char buf[1 << 16];
+		int in = open("/proc/self/exe", O_RDONLY);
+		int out = open("/tmp/ksmfail.exec", O_WRONLY | O_CREAT | O_TRUNC, 0755);
+		ssize_t n;
+
+		if (in < 0 || out < 0)
+			return 2;
+		while ((n = read(in, buf, sizeof(buf))) > 0)
+			if (write(out, buf, n) != n)
+				return 2;
+		close(in);
+		if (close(out) || n < 0)
+			return 2;
+		self_exe = "/tmp/ksmfail.exec";
+	}
+	while ((opt = getopt(argc, argv, "mn:")) != -1) {
+		if (opt == 'm')
+			every_merge = 1;
+		else if (opt == 'n')
+			max_calls = atoi(optarg);
+		else
+			return 2;
+	}
+	for (; optind < argc && nr_only < 32; optind++)
+		only[nr_only++] = argv[optind];
+	rep = mmap(NULL, sizeof(*rep), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (rep == MAP_FAILED)
+		return 2;
+	/*
+	 * Allocations that may sleep fail too (fault injection leaves them alone by default), and
+	 * single pages, and the pages of user memory (__GFP_HIGHMEM, set on every architecture);
+	 * no stack trace per failure (the log would drown).
+	 */
+	if (write_str(DBG "failslab/ignore-gfp-wait", "N") ||
+	    write_str(DBG "fail_page_alloc/ignore-gfp-wait", "N") ||
+	    write_str(DBG "fail_page_alloc/min-order", "0") ||
+	    write_str(DBG "fail_page_alloc/ignore-gfp-highmem", "N") ||
+	    write_str(DBG "failslab/verbose", "0") ||
+	    write_str(DBG "fail_page_alloc/verbose", "0")) {
+		printf("1..1\nnot ok 1 - fault injection is not set up (%s)\n", strerror(errno));
+		return 1;
+	}
+	if (write_str(KSM "run", "1") || write_str(KSM "sleep_millisecs", "0") ||
+	    write_str(KSM "pages_to_scan", "1000")) {
+		printf("1..1\nnot ok 1 - cannot set KSM's knobs\n");
+		return 1;
+	}
+	for (size_t i = 0; i < sizeof(sweeps) / sizeof(sweeps[0]); i++) {
+		int chosen = !nr_only;
+
+		for (int j = 0; j < nr_only; j++)
+			chosen |= !strcmp(only[j], sweeps[i].name);
+		if (!chosen)
+			continue;
+		if (sweeps[i].call) {
+			planned++;
+		} else {
+			for (size_t k = 0; k < sizeof(knobs) / sizeof(knobs[0]); k++) {
+				char path[128];
+
+				snprintf(path, sizeof(path), KSM "%s", knobs[k].name);
+				planned += access(path, W_OK) == 0;
+			}
+		}
+	}
+	printf("1..%d\n", planned + 1);
+	for (size_t i = 0; i < sizeof(sweeps) / sizeof(sweeps[0]); i++) {
+		int chosen = !nr_only;
+
+		for (int j = 0; j < nr_only; j++)
+			chosen |= !strcmp(only[j], sweeps[i].name);
+		if (!chosen)
+			continue;
+		if (sweeps[i].call) {
+			failed += !sweep(sweeps[i].name, sweeps[i].call);
+			continue;
+		}
+		for (size_t k = 0; k < sizeof(knobs) / sizeof(knobs[0]); k++) {
+			char path[128], name[96];
+
+			snprintf(path, sizeof(path), KSM "%s", knobs[k].name);
+			/* rksm's own knobs are absent on C. */
+			if (access(path, W_OK))
+				continue;
+			knob = &knobs[k];
+			if (knob->unmerge_first)
+				write_str(KSM "run", "2");
+			snprintf(name, sizeof(name), "knob %s", knob->name);
+			failed += !sweep(name, call_knob);
+			write_str(KSM "run", "1");
+		}
+	}
+	/* Every counter zero once everything is unmerged (every child has exited). */
+	{
+		char bad_counters[256] = "";
+
+		write_str(KSM "run", "2");
+		for (size_t i = 0; i < sizeof(counters) / sizeof(counters[0]); i++) {
+			char path[128];
+			long v;
+
+			snprintf(path, sizeof(path), KSM "%s", counters[i]);
+			v = read_long(path);
+			if (v != 0 && access(path, R_OK) == 0)
+				snprintf(bad_counters + strlen(bad_counters),
+					 sizeof(bad_counters) - strlen(bad_counters), " %s=%ld",
+					 counters[i], v);
+		}
+		printf("%s %d - every counter 0 after run=2%s%s\n", bad_counters[0] ? "not ok" : "ok",
+		       ++tap_n, bad_counters[0] ? ":" : "", bad_counters);
+		failed += !!bad_counters[0];
+		write_str(KSM "run", "1");
+	}
+	write_str(KSM "sleep_millisecs", "20");
+	write_str(KSM "pages_to_scan", "100");
+	return failed ? 1 : 0;
+}
