@@ -27,6 +27,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <numaif.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -34,6 +35,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -65,6 +67,9 @@ struct report {
 };
 
 static struct report *rep;
+
+/* exec's result when its process was killed past the point of no return (no errno). */
+#define KILLED 100001
 
 static void bad(const char *fmt, ...)
 {
@@ -456,16 +461,22 @@ static void call_exec(int n)
 	}
 	close(pipefd[0]);
 	rep->ret = 0;
-	if (waitpid(pid, &status, 0) != pid)
+	if (waitpid(pid, &status, 0) != pid) {
 		bad("waitpid: %s", strerror(errno));
-	else if (!WIFEXITED(status))
-		bad("the exec'd program died (status %#x)", status);
-	else if (WEXITSTATUS(status) == 5)
-		rep->injected = 0;
-	else if (WEXITSTATUS(status) == 6)
+	} else if (WIFSIGNALED(status) && WTERMSIG(status) == SIGSEGV) {
+		/* A failure past exec's point of no return kills the process (SIGSEGV). */
+		rep->ret = -1;
+		rep->err = KILLED;
 		rep->injected = 1;
-	else
+	} else if (!WIFEXITED(status)) {
+		bad("the exec'd program died (status %#x)", status);
+	} else if (WEXITSTATUS(status) == 5) {
+		rep->injected = 0;
+	} else if (WEXITSTATUS(status) == 6) {
+		rep->injected = 1;
+	} else {
 		bad("the exec'd program failed its check %d", WEXITSTATUS(status));
+	}
 }
 
 /*
@@ -511,6 +522,9 @@ static void call_exit(int n)
 		    si.si_status);
 }
 
+/* A status move_pages() never writes. */
+#define NOT_WRITTEN (-100000)
+
 /*
  * move_pages() of a merged page to the other NUMA node: the page may stay (its status an
  * error), never be corrupted, and the area stays merged or merges again.
@@ -531,7 +545,7 @@ static void call_move_pages(int n)
 	for (int i = 0; i < PAGES; i++) {
 		pages[i] = a + i * page_size;
 		nodes[i] = 1;
-		status[i] = -1;
+		status[i] = NOT_WRITTEN;
 	}
 	nth_open();
 	nth_set(n);
@@ -540,8 +554,10 @@ static void call_move_pages(int n)
 	nth_done();
 	check_errno();
 	for (int i = 0; i < PAGES && r >= 0; i++)
-		if (status[i] < 0 && status[i] != -ENOMEM && status[i] != -EAGAIN &&
-		    status[i] != -EBUSY)
+		if (status[i] == NOT_WRITTEN)
+			bad("page %d: no status written (move_pages() returned %ld)", i, r);
+		else if (status[i] < 0 && status[i] != -ENOMEM && status[i] != -EAGAIN &&
+			 status[i] != -EBUSY)
 			bad("page %d: status %s", i, strerror(-status[i]));
 	verify(a);
 	if (check_merge(n) && wait_merged(PAGES))
@@ -736,6 +752,8 @@ static const char *what(void)
 		return "E2BIG";
 	case ENOEXEC:
 		return "ENOEXEC";
+	case KILLED:
+		return "killed past the point of no return";
 	}
 	snprintf(buf, sizeof(buf), "errno %d", rep->err);
 	return buf;
@@ -793,7 +811,7 @@ static int sweep(const char *name, void (*call)(int n))
 		ok = 0;
 	}
 	fflush(stdout);
-	printf("%s %d - %s: %d calls failed by injection: %d succeeded, %d ENOMEM/EAGAIN, "
+	printf("%s %d - %s: %d calls failed by injection: %d succeeded, %d failed cleanly, "
 	       "%d EBUSY%s%s\n", ok ? "ok" : "not ok", ++tap_n, name, injected, counts[0],
 	       counts[1], counts[2], ok ? "" : "; ", why);
 	fflush(stdout);
@@ -865,6 +883,11 @@ int main(int argc, char **argv)
 	}
 	for (; optind < argc && nr_only < 32; optind++)
 		only[nr_only++] = argv[optind];
+	/*
+	 * No core dumps: a process killed past exec's point of no return would keep its KSM pages
+	 * mapped while it dumps, and the knobs that need none would answer EBUSY meanwhile.
+	 */
+	setrlimit(RLIMIT_CORE, &(struct rlimit){ 0, 0 });
 	rep = mmap(NULL, sizeof(*rep), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (rep == MAP_FAILED)
 		return 2;
