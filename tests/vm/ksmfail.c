@@ -470,7 +470,11 @@ static void call_exec(int n)
 		rep->injected = 1;
 	} else if (!WIFEXITED(status)) {
 		bad("the exec'd program died (status %#x)", status);
-	} else if (WEXITSTATUS(status) == 5) {
+	} else if (WEXITSTATUS(status) == 5 || WEXITSTATUS(status) == 127) {
+		/*
+		 * The exec ran with no fault point failed (127: the Nth fell in the new program's
+		 * own start-up, before it could look, which the C library ends with 127).
+		 */
 		rep->injected = 0;
 	} else if (WEXITSTATUS(status) == 6) {
 		rep->injected = 1;
@@ -553,7 +557,8 @@ static void call_move_pages(int n)
 	result(r < 0 ? -1 : 0);
 	nth_done();
 	check_errno();
-	for (int i = 0; i < PAGES && r >= 0; i++)
+	/* The statuses are all written only when move_pages() returns 0. */
+	for (int i = 0; i < PAGES && r == 0; i++)
 		if (status[i] == NOT_WRITTEN)
 			bad("page %d: no status written (move_pages() returned %ld)", i, r);
 		else if (status[i] < 0 && status[i] != -ENOMEM && status[i] != -EAGAIN &&
