@@ -46,6 +46,7 @@
 #define PR_GET_MEMORY_MERGE 68
 #endif
 
+#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 #define KSM "/sys/kernel/mm/ksm/"
 #define DBG "/sys/kernel/debug/"
 /* Pairs of equal pages in an area. */
@@ -423,7 +424,13 @@ static void call_exec(int n)
 	}
 	pid = fork();
 	if (pid == 0) {
-		char *argv[] = { (char *)self_exe, "--exec-child", NULL };
+		static const char arg[] = "--exec-child";
+		char *argv[3];
+
+		/* execv() takes char *const[]: it does not write to the strings. */
+		argv[0] = (char *)self_exe;
+		argv[1] = (char *)arg;
+		argv[2] = NULL;
 
 		close(pipefd[0]);
 		nth_open();
@@ -616,8 +623,7 @@ static void call_knob(int n)
 	if (rep->ret < 0 && rep->err != ENOMEM && rep->err != EAGAIN && rep->err != EBUSY)
 		bad("failed with %s", strerror(rep->err));
 	if (rep->ret < 0 && rep->err == EBUSY && !rep->injected)
-		bad("EBUSY with nothing injected: pages_shared %ld, pages_sharing %ld, "
-		    "stable_node_chains %ld, stable_node_dups %ld, ksm_zero_pages %ld",
+		bad("EBUSY with nothing injected: shared %ld, sharing %ld, chains %ld, dups %ld, zero %ld",
 		    read_long(KSM "pages_shared"), read_long(KSM "pages_sharing"),
 		    read_long(KSM "stable_node_chains"), read_long(KSM "stable_node_dups"),
 		    read_long(KSM "ksm_zero_pages"));
@@ -816,8 +822,8 @@ static int sweep(const char *name, void (*call)(int n))
 		ok = 0;
 	}
 	fflush(stdout);
-	printf("%s %d - %s: %d calls failed by injection: %d succeeded, %d failed cleanly, "
-	       "%d EBUSY%s%s\n", ok ? "ok" : "not ok", ++tap_n, name, injected, counts[0],
+	printf("%s %d - %s: %d calls failed by injection: %d succeeded, %d failed cleanly, %d EBUSY%s%s\n",
+	       ok ? "ok" : "not ok", ++tap_n, name, injected, counts[0],
 	       counts[1], counts[2], ok ? "" : "; ", why);
 	fflush(stdout);
 	return ok;
@@ -915,7 +921,7 @@ int main(int argc, char **argv)
 		printf("1..1\nnot ok 1 - cannot set KSM's knobs\n");
 		return 1;
 	}
-	for (size_t i = 0; i < sizeof(sweeps) / sizeof(sweeps[0]); i++) {
+	for (size_t i = 0; i < ARRAY_SIZE(sweeps); i++) {
 		int chosen = !nr_only;
 
 		for (int j = 0; j < nr_only; j++)
@@ -925,7 +931,7 @@ int main(int argc, char **argv)
 		if (sweeps[i].call) {
 			planned++;
 		} else {
-			for (size_t k = 0; k < sizeof(knobs) / sizeof(knobs[0]); k++) {
+			for (size_t k = 0; k < ARRAY_SIZE(knobs); k++) {
 				char path[128];
 
 				snprintf(path, sizeof(path), KSM "%s", knobs[k].name);
@@ -934,7 +940,7 @@ int main(int argc, char **argv)
 		}
 	}
 	printf("1..%d\n", planned + 1);
-	for (size_t i = 0; i < sizeof(sweeps) / sizeof(sweeps[0]); i++) {
+	for (size_t i = 0; i < ARRAY_SIZE(sweeps); i++) {
 		int chosen = !nr_only;
 
 		for (int j = 0; j < nr_only; j++)
@@ -945,7 +951,7 @@ int main(int argc, char **argv)
 			failed += !sweep(sweeps[i].name, sweeps[i].call);
 			continue;
 		}
-		for (size_t k = 0; k < sizeof(knobs) / sizeof(knobs[0]); k++) {
+		for (size_t k = 0; k < ARRAY_SIZE(knobs); k++) {
 			char path[128], name[96];
 
 			snprintf(path, sizeof(path), KSM "%s", knobs[k].name);
@@ -965,7 +971,7 @@ int main(int argc, char **argv)
 		char bad_counters[256] = "";
 
 		write_str(KSM "run", "2");
-		for (size_t i = 0; i < sizeof(counters) / sizeof(counters[0]); i++) {
+		for (size_t i = 0; i < ARRAY_SIZE(counters); i++) {
 			char path[128];
 			long v;
 
