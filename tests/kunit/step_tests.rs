@@ -48,6 +48,17 @@ const MAX_THREADS: usize = 4;
 /// The crew the cases run the step with; its helpers are started and stopped by each case.
 static CREW: Global<Crew> = Global::new();
 
+/// Takes every item out of the trees, whatever a case's checks found, before they are dropped.
+fn leave_trees(p: &TestPages, set: &ShardSet<TestPages>, its: &[Pin<KBox<RmapItem<TestPages>>>]) {
+    let mut step = Step::new(p, set, 2000, Scope::Global);
+    for it in its.iter() {
+        step.remove_item(it);
+    }
+    for i in 0..SHARDS {
+        set.lock(i).trees.reset_unstable();
+    }
+}
+
 fn crew() -> Result<Pin<&'static Crew>> {
     if let Some(c) = CREW.get() {
         return Ok(c);
@@ -353,13 +364,7 @@ fn merges_as_the_reference(threads: usize) -> TestResult {
         }
         Ok(())
     })();
-    let mut step = Step::new(&p, &set, 2000, Scope::Global);
-    for it in its.iter() {
-        step.remove_item(it);
-    }
-    for i in 0..SHARDS {
-        set.lock(i).trees.reset_unstable();
-    }
+    leave_trees(&p, &set, &its);
     checked
 }
 
@@ -433,13 +438,7 @@ fn pass_start_skips_idle_shards() -> TestResult {
         kunit_ensure_eq!(renew(), 0);
         Ok(())
     })();
-    let mut step = Step::new(&p, &set, 2000, Scope::Global);
-    for it in its.iter() {
-        step.remove_item(it);
-    }
-    for i in 0..SHARDS {
-        set.lock(i).trees.reset_unstable();
-    }
+    leave_trees(&p, &set, &its);
     checked
 }
 

@@ -186,6 +186,18 @@ static int wait_merged(long want)
 	return -1;
 }
 
+/* A new area, made mergeable and merged whole; NULL (the report says why) if it did not merge. */
+static char *merged_area(void)
+{
+	char *a = new_area();
+
+	if (a && (madvise(a, PAGES * page_size, MADV_MERGEABLE) || wait_merged(PAGES))) {
+		bad("the area did not merge first (%ld pages)", merging());
+		return NULL;
+	}
+	return a;
+}
+
 /* Whether the call with this N checks that the area merges (all with -m). */
 static int check_merge(int n)
 {
@@ -279,15 +291,11 @@ static void call_madvise_split(int n)
 
 static void call_unmerge(int n)
 {
-	char *a = new_area();
+	char *a = merged_area();
 	int r;
 
 	if (!a)
 		return;
-	if (madvise(a, PAGES * page_size, MADV_MERGEABLE) || wait_merged(PAGES)) {
-		bad("the area did not merge first (%ld pages)", merging());
-		return;
-	}
 	nth_open();
 	nth_set(n);
 	r = madvise(a, PAGES * page_size, MADV_UNMERGEABLE);
@@ -359,15 +367,11 @@ static void call_prctl_off(int n)
 
 static void call_fork(int n)
 {
-	char *a = new_area();
+	char *a = merged_area();
 	int r, status;
 
 	if (!a)
 		return;
-	if (madvise(a, PAGES * page_size, MADV_MERGEABLE) || wait_merged(PAGES)) {
-		bad("the area did not merge first (%ld pages)", merging());
-		return;
-	}
 	nth_open();
 	nth_set(n);
 	r = fork();
@@ -502,9 +506,7 @@ static void call_exit(int n)
 	int fd;
 
 	if (pid == 0) {
-		char *a = new_area();
-
-		if (!a || madvise(a, PAGES * page_size, MADV_MERGEABLE) || wait_merged(PAGES))
+		if (!merged_area())
 			_exit(3);
 		nth_open();
 		nth_set(n);
@@ -542,17 +544,13 @@ static void call_exit(int n)
  */
 static void call_move_pages(int n)
 {
-	char *a = new_area();
+	char *a = merged_area();
 	void *pages[PAGES];
 	int nodes[PAGES], status[PAGES];
 	long r;
 
 	if (!a)
 		return;
-	if (madvise(a, PAGES * page_size, MADV_MERGEABLE) || wait_merged(PAGES)) {
-		bad("the area did not merge first (%ld pages)", merging());
-		return;
-	}
 	for (int i = 0; i < PAGES; i++) {
 		pages[i] = a + i * page_size;
 		nodes[i] = 1;
@@ -712,9 +710,7 @@ static void call_ksmd(int n)
 	}
 	for (int i = 0; i < nr_ksmd; i++)
 		nth_of(ksmd_pids[i], n);
-	a = new_area();
-	if (a && (madvise(a, PAGES * page_size, MADV_MERGEABLE) || wait_merged(PAGES)))
-		bad("%ld of %d pages merged", merging(), PAGES);
+	a = merged_area();
 	rep->injected = 0;
 	for (int i = 0; i < nr_ksmd; i++) {
 		if (nth_of(ksmd_pids[i], -1) == 0)
