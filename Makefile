@@ -8,7 +8,8 @@
 #   make run                   ksmpages best and worst on the rksm kernel, with a table
 #   make bench                 C KSM and rksm side by side
 #   make torture               the torture on the debug kernels (DURATION, default 30 min;
-#                              FAULTS=1: the scanner threads' allocations fail at random)
+#                              FAULTS=1: the scanner threads' allocations fail at random;
+#                              FAULTS_SWEEP=1: the fault sweeps first, every N)
 #   make clippy                the Rust code through clippy (CLIPPY=1), warnings are errors
 #   make check                 rustfmt --check and checkpatch on the project's own files
 #   make fmt                   rustfmt the project's Rust in place

@@ -4,7 +4,8 @@
 # workloads; before the boots, the kernel crate's misuses that must not compile,
 # scripts/compile-fail.sh, and the KUnit suites through kunit.py on User-Mode Linux,
 # scripts/kunit.sh), boot the rksm kernel once more with its init left out (ksmrace noinit), then boot the debug kernels (FLAVOR=debug: KASAN, KFENCE, kmemleak, UBSAN, ...)
-# for rksm's race regressions and a short torture, C's as the control (scripts/torture.sh,
+# for the short fault sweeps (FAULTS_SWEEP, default short; 0 leaves them out), rksm's race
+# regressions and a short torture, C's as the control (scripts/torture.sh,
 # TORTURE_SECONDS per run, default 180; TORTURE=0 leaves them out), then print one table per suite and
 # `N passed, N failed`. Exits non-zero on any failure. FAULT=panic|warning|selftest injects a
 # failure on purpose (tests/vm/guest-tests.sh).
@@ -65,6 +66,7 @@ if [ "$TORTURE" = 1 ]; then
 	# rksm's torture in one run that switches between one and two scanner threads; the race
 	# regressions on rksm only (make torture runs them on C too: they pass there).
 	KERNELS=$KERNELS DURATION=${TORTURE_SECONDS:-180} THREADS="1,2" RACES=rust MM=0 NO_REPORT=1 \
+		FAULTS_SWEEP=${FAULTS_SWEEP:-short} \
 		"$PROJECT/scripts/torture.sh"
 	for k in $KERNELS; do names="$names $k-debug"; done
 fi

@@ -12,8 +12,8 @@
 # tests/vm/mm-merge-any.sh), NO_REPORT=1 (leave the verdict to the caller: make test runs a short
 # torture this way and reports it with its other suites), FAULTS=1 (the scanner threads'
 # allocations fail at random, FAULT_PERCENT percent of them, default 1, during each torture),
-# FAULTS_SWEEP=1 (the fault sweeps first, tests/vm/ksmfail.c; not yet in make test: two of
-# their knob sweeps fail on both kernels, see Documentation/mm/rksm.rst).
+# FAULTS_SWEEP=1 (the fault sweeps first, tests/vm/ksmfail.c, every N, with 1 and 2 scanner
+# threads on rksm; FAULTS_SWEEP=short: the short sweeps make test runs).
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
@@ -41,10 +41,11 @@ for k in $KERNELS; do
 	# for the kernel; node 1's movable zone then begins on a 128 MiB memory block), so that
 	# ksmrace's offline scenario can offline blocks that hold KSM pages.
 	# A failed allocation's warning is expected where allocations are made to fail.
-	afo=0
-	[ "${FAULTS:-0}" = 1 ] || [ "${FAULTS_SWEEP:-0}" = 1 ] && afo=1
+	afo=0 sweep_t=0
+	case "${FAULTS_SWEEP:-0}" in 1) sweep_t=7200 ;; short) sweep_t=1800 ;; esac
+	[ "${FAULTS:-0}" = 1 ] || [ "$sweep_t" != 0 ] && afo=1
 	ALLOC_FAILURES_OK=$afo KSM=$k KERNEL=$B/bzImage-debug-$k VM_RUN=$B/vm/test-$k-debug \
-		TIMEOUT=$(((DURATION + 900) * n + 900 + ${MM:-1} * 2700 + ${FAULTS_SWEEP:-0} * 5400)) \
+		TIMEOUT=$(((DURATION + 900) * n + 900 + ${MM:-1} * 2700 + sweep_t)) \
 		APPEND="kernelcore=1536M" \
 		CMD="RACES=$races MM=${MM:-1} FAULTS=${FAULTS:-0} FAULT_PERCENT=${FAULT_PERCENT:-1} FAULTS_SWEEP=${FAULTS_SWEEP:-0} sh $PROJECT/tests/vm/torture-guest.sh $k-debug $DURATION $th" \
 		"$PROJECT/scripts/vm.sh"

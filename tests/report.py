@@ -463,6 +463,66 @@ def compare_mm(top, kernels):
     return cases
 
 
+FAULT_CALL = re.compile(r"^# (.+?) (\d+) (ok|ENOMEM|EAGAIN|EBUSY|E2BIG|ENOEXEC|killed past the point "
+                        r"of no return|errno \d+)( injected)?")
+
+
+def fault_results(top, k):
+    """{(run, sweep): [(N, result, injected)]} of the fault sweeps (tests/vm/ksmfail.c) that
+    kernel k ran, from build/test/k/faults/*.out."""
+    d = os.path.join(top, "build", "test", k, "faults")
+    got = {}
+    if not os.path.isdir(d):
+        return got
+    for f in sorted(x for x in os.listdir(d) if x.endswith(".out")):
+        for line in open(os.path.join(d, f), errors="replace"):
+            m = FAULT_CALL.match(line)
+            if m:
+                got.setdefault((f[:-4], m.group(1)), []).append(
+                    (int(m.group(2)), m.group(3), bool(m.group(4))))
+    return got
+
+
+def print_fault_table(top, kernels):
+    """The fault sweeps of rksm beside C's of the same run: per sweep, how many calls had an
+    allocation failed, and what they returned. Each kernel's own TAP lines give the verdicts;
+    the two allocate differently in most calls (rksm's types are not C's structures), so the
+    last column says whether the results agree N by N, and where they first differ."""
+    for k in kernels:
+        if not k.startswith("rust"):
+            continue
+        ck = "c" + k[len("rust"):]
+        mine, ref = fault_results(top, k), fault_results(top, ck) if ck in kernels else {}
+        if not mine:
+            continue
+
+        def summary(calls):
+            if not calls:
+                return "-"
+            inj = [r for _, r, i in calls if i]
+            kinds = {}
+            for r in inj:
+                kinds[r] = kinds.get(r, 0) + 1
+            return "%3d: %s" % (len(inj), ", ".join("%s %d" % (r if len(r) < 12 else "killed", n)
+                                                     for r, n in sorted(kinds.items())) or "-")
+
+        print()
+        print("fault sweeps  [kernel %s against %s]  calls with an allocation failed: results"
+              % (k, ck if ref else "no C run"))
+        print("-" * 100)
+        print("  %-32s %-26s %-26s %s" % ("run / sweep", "rksm", "C", "N by N"))
+        for key in sorted(set(mine) | set(ref), key=lambda x: (x[0], list(mine).index(x)
+                                                                  if x in mine else 999)):
+            a, b = mine.get(key, []), ref.get(key, [])
+            if not a or not b:
+                same = "ran on one only"
+            else:
+                diff = [n for (n, r, i), (_, r2, i2) in zip(a, b) if (r, i) != (r2, i2)]
+                same = ("alike" if not diff and len(a) == len(b) else
+                        "differ from N=%d" % (diff[0] if diff else min(len(a), len(b)) + 1))
+            name = key[1] if key[0] == "sweep" else "%s / %s" % (key[0], key[1])
+            print("  %-32s %-26s %-26s %s" % (name[:32], summary(a)[:26], summary(b)[:26], same))
+
 def tail(text, n=3):
     lines = [x for x in text.strip().splitlines() if x.strip()]
     return " | ".join(lines[-n:])[:300]
@@ -548,6 +608,8 @@ def main():
             if c.detail and (c.status not in ("pass", "broken") or
                              c.detail.startswith(C_DEFECT_PASS)):
                 print("       %s" % c.detail[:200])
+    if sys.argv[1:2] != ["--kunit"]:
+        print_fault_table(top, sys.argv[1:] or ["c", "rust"])
     print_failed_logs(cases, top)
     npass = sum(c.status == "pass" for c in cases)
     broken = [c for c in cases if c.status == "broken"]

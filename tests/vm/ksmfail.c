@@ -12,6 +12,11 @@
  * injection must succeed, and what the call promises must hold (an unmerged area has no page
  * merged, a merged area merges). The last call, with nothing injected, must succeed.
  *
+ * The sweeps "swapin" (merged pages swapped out to zram by a memory cgroup's reclaim, faulted
+ * back by MADV_POPULATE_READ) and "offline" (a ZONE_MOVABLE memory block holding merged pages
+ * taken offline: boot with kernelcore= below the memory size) fail the Nth fault point of the
+ * swap-in and of the offline.
+ *
  * The sweep "ksmd" fails the Nth allocation of the scanner threads instead (their fail-nth,
  * written from here) while a child's area merges: merging must still complete, every byte
  * intact.
@@ -20,13 +25,15 @@
  * call's N and result as comments ("# madvise 3 EAGAIN injected"), and exits non-zero if any
  * sweep failed.
  *
- * Usage: ksmfail [-m] [-n MAX] [SWEEP...]   (default: every sweep; -m checks merging after
- * every call, not only every eighth and the last; -n: at most MAX calls per sweep, default 400)
+ * Usage: ksmfail [-m] [-n MAX] [-s STRIDE] [SWEEP...]   (default: every sweep; -m checks
+ * merging after every call, not only every eighth and the last; -n: N up to MAX at most,
+ * default 400; -s: a short sweep, N = 1 to 16 then every STRIDE-th, default every N)
  */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <numaif.h>
 #include <stdarg.h>
@@ -36,6 +43,7 @@
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -44,6 +52,10 @@
 #ifndef PR_SET_MEMORY_MERGE
 #define PR_SET_MEMORY_MERGE 67
 #define PR_GET_MEMORY_MERGE 68
+#endif
+
+#ifndef MADV_POPULATE_READ
+#define MADV_POPULATE_READ 22
 #endif
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
@@ -56,6 +68,8 @@
 static size_t page_size;
 static int every_merge;
 static int max_calls = 400;
+/* Short sweeps: N = 1 to 16, then every stride-th (0: every N). */
+static int stride;
 static const char *self_exe;
 
 /* What a child reports of its call, in memory shared with the parent. */
@@ -539,7 +553,7 @@ static void call_exit(int n)
 #define NOT_WRITTEN (-100000)
 
 /*
- * move_pages() of a merged page to the other NUMA node: the page may stay (its status an
+ * move_pages() of merged pages to the other NUMA node: a page may stay (its status an
  * error), never be corrupted, and the area stays merged or merges again.
  */
 static void call_move_pages(int n)
@@ -551,9 +565,15 @@ static void call_move_pages(int n)
 
 	if (!a)
 		return;
-	for (int i = 0; i < PAGES; i++) {
+	for (int i = 0; i < PAGES; i++)
 		pages[i] = a + i * page_size;
-		nodes[i] = 1;
+	/* Each page to the node it is not on (where it is, move_pages() has nothing to do). */
+	if (syscall(SYS_move_pages, 0, PAGES, pages, NULL, status, 0)) {
+		bad("move_pages() to query: %s", strerror(errno));
+		return;
+	}
+	for (int i = 0; i < PAGES; i++) {
+		nodes[i] = status[i] == 1 ? 0 : 1;
 		status[i] = NOT_WRITTEN;
 	}
 	nth_open();
@@ -572,6 +592,304 @@ static void call_move_pages(int n)
 	verify(a);
 	if (check_merge(n) && wait_merged(PAGES))
 		bad("%ld of %d pages merged after move_pages()", merging(), PAGES);
+	verify(a);
+}
+
+/* ---- swap-in and hot-remove ---- */
+
+#define CGROUP "/sys/fs/cgroup/"
+#define SYSMEM "/sys/devices/system/memory/"
+
+/* The pagemap entry of the page at p: 0 if it cannot be read. */
+static unsigned long long pagemap_of(const void *p)
+{
+	/* Opened once by each process (a child must not read its parent's). */
+	static pid_t pid;
+	static int fd = -1;
+	unsigned long long e = 0;
+
+	if (pid != getpid()) {
+		if (fd >= 0)
+			close(fd);
+		fd = open("/proc/self/pagemap", O_RDONLY);
+		pid = getpid();
+	}
+	if (fd < 0 || pread(fd, &e, sizeof(e), (unsigned long)p / page_size * sizeof(e)) != sizeof(e))
+		e = 0;
+	return e;
+}
+
+/* How many pages of the area are swapped out (pagemap bit 62). */
+static int swapped_out(const char *a)
+{
+	int n = 0;
+
+	for (int i = 0; i < PAGES; i++)
+		n += pagemap_of(a + i * page_size) >> 62 & 1;
+	return n;
+}
+
+/*
+ * Swap to zram and a memory cgroup "ksmfail" whose reclaim swaps a child's pages out (set up
+ * once, by the parent): 0, or -1 with the reason printed.
+ */
+static int setup_swap(void)
+{
+	char line[256];
+	FILE *f = fopen("/proc/swaps", "r");
+	int on = 0;
+
+	while (f && fgets(line, sizeof(line), f))
+		on |= !strncmp(line, "/dev/zram0", 10);
+	if (f)
+		fclose(f);
+	if (!on && (write_str("/sys/block/zram0/disksize", "256M") ||
+		    system("mkswap /dev/zram0 >/dev/null && swapon /dev/zram0"))) {
+		printf("# swap on zram0 could not be set up\n");
+		return -1;
+	}
+	if (access(CGROUP "cgroup.procs", F_OK) && system("mount -t cgroup2 none " CGROUP)) {
+		printf("# cgroup2 could not be mounted\n");
+		return -1;
+	}
+	mkdir(CGROUP "ksmfail", 0755);
+	if (write_str(CGROUP "cgroup.subtree_control", "+memory") ||
+	    access(CGROUP "ksmfail/memory.reclaim", W_OK)) {
+		printf("# no memory cgroup to reclaim from\n");
+		return -1;
+	}
+	return 0;
+}
+
+/*
+ * Swap-in of merged pages: the area merges, reclaim in the child's memory cgroup swaps it out,
+ * then MADV_POPULATE_READ faults it back in with the Nth fault point failed (a failed fault is
+ * ENOMEM). The bytes must read back exact, and the area merge again.
+ */
+static void call_swapin(int n)
+{
+	char pid[16];
+	char *a;
+	int r;
+
+	snprintf(pid, sizeof(pid), "%d", getpid());
+	if (write_str(CGROUP "ksmfail/cgroup.procs", pid)) {
+		bad("cannot join the memory cgroup: %s", strerror(errno));
+		return;
+	}
+	a = merged_area();
+	if (!a)
+		return;
+	/* Each round of reclaim ages the lists a little more; memory.stat's read flushes them. */
+	for (int i = 0; i < 40 && swapped_out(a) < PAGES; i++) {
+		write_str(CGROUP "ksmfail/memory.reclaim", "64M");
+		read_long(CGROUP "ksmfail/memory.stat");
+		usleep(20000);
+	}
+	if (swapped_out(a) < PAGES) {
+		bad("%d of %d merged pages swapped out", swapped_out(a), PAGES);
+		return;
+	}
+	nth_open();
+	nth_set(n);
+	r = madvise(a, PAGES * page_size, MADV_POPULATE_READ);
+	result(r);
+	nth_done();
+	check_errno();
+	if (r && madvise(a, PAGES * page_size, MADV_POPULATE_READ))
+		bad("MADV_POPULATE_READ again: %s", strerror(errno));
+	verify(a);
+	if (check_merge(n) && wait_merged(PAGES))
+		bad("%ld of %d pages merged again after swap-in", merging(), PAGES);
+	verify(a);
+}
+
+/* The memory block the page at p is in: -1 if unknown. */
+static long block_of(const void *p, unsigned long block_size)
+{
+	unsigned long long e = pagemap_of(p);
+
+	if (!(e >> 63 & 1) || !(e & ((1ULL << 55) - 1)))
+		return -1;
+	return (e & ((1ULL << 55) - 1)) * page_size / block_size;
+}
+
+/* Whether the block's sysfs file attr begins with want. */
+static int block_is(long block, const char *attr, const char *want)
+{
+	char path[128], buf[64] = "";
+	int fd, len;
+
+	snprintf(path, sizeof(path), SYSMEM "memory%ld/%s", block, attr);
+	fd = open(path, O_RDONLY);
+	if (fd < 0)
+		return 0;
+	len = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	return len > 0 && !strncmp(buf, want, strlen(want));
+}
+
+static int set_block(long block, const char *state)
+{
+	char path[128];
+
+	snprintf(path, sizeof(path), SYSMEM "memory%ld/state", block);
+	return write_str(path, state);
+}
+
+static unsigned long block_size;
+static long target_block = -1;
+
+/*
+ * Takes node 1's free pages until one comes from the target block, so that the pages node 1
+ * gives next come from it too (a block onlined again has its pages handed out last). The
+ * filler stays mapped until the child exits, but for its pages in the block.
+ */
+static int fill_until_target(void)
+{
+	const size_t max = 1 << 16, step = 64;
+	unsigned long node1 = 2;
+	char *f = mmap(NULL, max * page_size, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+
+	if (f == MAP_FAILED || syscall(SYS_mbind, f, max * page_size, MPOL_BIND, &node1, 64, 0))
+		return -1;
+	/* Until a whole step of pages came from it (the per-CPU lists hold pages of others). */
+	for (size_t i = 0; i < max; i += step) {
+		size_t in = 0;
+
+		for (size_t k = i; k < i + step; k++)
+			f[k * page_size] = 1;
+		for (size_t k = i; k < i + step; k++)
+			in += block_of(f + k * page_size, block_size) == target_block;
+		/* Those pages go back free: the offline has fewer to migrate. */
+		if (in == step)
+			return munmap(f + i * page_size, step * page_size);
+	}
+	return -1;
+}
+
+/*
+ * The memory block the offline sweep takes offline: the first of node 1 that is online,
+ * movable, and can go offline (offlined and onlined again to find out: a block with holes, as
+ * the one under the firmware's tables at the top of node 1, answers EINVAL). 0, or -1 with
+ * the reason printed.
+ */
+static int setup_offline(void)
+{
+	DIR *d = opendir("/sys/devices/system/node/node1");
+	char buf[32] = "";
+	struct dirent *e;
+	int fd;
+
+	fd = open(SYSMEM "block_size_bytes", O_RDONLY);
+	if (fd >= 0 && read(fd, buf, sizeof(buf) - 1) > 0)
+		block_size = strtoul(buf, NULL, 16);
+	if (fd >= 0)
+		close(fd);
+	while (d && block_size && (e = readdir(d))) {
+		long b;
+
+		if (sscanf(e->d_name, "memory%ld", &b) != 1 ||
+		    (target_block >= 0 && b > target_block) || !block_is(b, "state", "online") ||
+		    !block_is(b, "valid_zones", "Movable") || set_block(b, "offline"))
+			continue;
+		if (set_block(b, "online_movable")) {
+			printf("# block %ld went offline and could not be onlined again\n", b);
+			continue;
+		}
+		target_block = b;
+	}
+	if (d)
+		closedir(d);
+	if (target_block < 0) {
+		printf("# node 1 has no movable memory block that can go offline (boot with kernelcore=)\n");
+		return -1;
+	}
+	/*
+	 * This process takes node 1's other free pages once, for all the calls: each child's
+	 * own filler then has little left to take.
+	 */
+	if (fill_until_target()) {
+		printf("# no page of node 1 came from block %ld\n", target_block);
+		return -1;
+	}
+	return 0;
+}
+
+/*
+ * Hot-remove of a memory block that holds merged pages: an area on node 1, in the target
+ * block, merges; the block goes offline with the Nth fault point failed (offlining migrates
+ * the KSM pages out, their stable nodes following them). The offline succeeds, or fails with
+ * C's errors; the bytes read back exact, the area stays merged, and after an offline no page
+ * of the area is left in the block, which is onlined again (movable).
+ */
+static void call_offline(int n)
+{
+	unsigned long node1 = 2;
+	char name[32];
+	char *a;
+	int r, fd, in = 0;
+
+	cpu_set_t one;
+
+	/* One CPU's free page lists: the filler drains those the area's pages then come from. */
+	CPU_ZERO(&one);
+	CPU_SET(sched_getcpu(), &one);
+	if (sched_setaffinity(0, sizeof(one), &one))
+		bad("sched_setaffinity: %s", strerror(errno));
+	if (fill_until_target()) {
+		bad("no page of node 1 came from block %ld", target_block);
+		return;
+	}
+	a = mmap(NULL, PAGES * page_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+		 -1, 0);
+	if (a == MAP_FAILED || syscall(SYS_mbind, a, PAGES * page_size, MPOL_BIND, &node1, 64, 0)) {
+		bad("mmap/mbind: %s", strerror(errno));
+		return;
+	}
+	for (int i = 0; i < PAGES; i++)
+		memset(a + i * page_size, fill_of(i), page_size);
+	if (madvise(a, PAGES * page_size, MADV_MERGEABLE) || wait_merged(PAGES)) {
+		bad("the area did not merge first (%ld pages)", merging());
+		return;
+	}
+	for (int i = 0; i < PAGES; i++)
+		in += block_of(a + i * page_size, block_size) == target_block;
+	if (!in) {
+		bad("no merged page in block %ld (pages 0, 1, 31 in %ld, %ld, %ld)", target_block,
+		    block_of(a, block_size), block_of(a + page_size, block_size),
+		    block_of(a + 31 * page_size, block_size));
+		return;
+	}
+	/* Fewer pages to migrate, fewer fault points that are not KSM's. */
+	write_str("/proc/sys/vm/drop_caches", "1");
+	snprintf(name, sizeof(name), "memory%ld/state", target_block);
+	fd = open(SYSMEM, O_RDONLY | O_DIRECTORY);
+	r = fd < 0 ? -1 : openat(fd, name, O_WRONLY);
+	if (fd >= 0)
+		close(fd);
+	if (r < 0) {
+		bad("%s%s: %s", SYSMEM, name, strerror(errno));
+		return;
+	}
+	fd = r;
+	nth_open();
+	nth_set(n);
+	r = write(fd, "offline", 7) == 7 ? 0 : -1;
+	result(r);
+	nth_done();
+	close(fd);
+	if (rep->ret < 0 && rep->err != ENOMEM && rep->err != EAGAIN && rep->err != EBUSY)
+		bad("offline failed with %s", strerror(rep->err));
+	verify(a);
+	for (int i = 0; i < PAGES && !r; i++)
+		if (block_of(a + i * page_size, block_size) == target_block)
+			bad("page %d is still in block %ld, offline", i, target_block);
+	if (!r && set_block(target_block, "online_movable"))
+		bad("block %ld could not be onlined again: %s", target_block, strerror(errno));
+	if (check_merge(n) && wait_merged(PAGES))
+		bad("%ld of %d pages merged after the offline", merging(), PAGES);
 	verify(a);
 }
 
@@ -600,6 +918,105 @@ static const struct knob {
 
 static const struct knob *knob;
 
+/*
+ * Which processes map KSM pages (smaps_rollup's "KSM:" line), as "pid comm kB, ...", to say
+ * why a knob answered EBUSY.
+ */
+static void ksm_mappers(char *out, size_t len)
+{
+	DIR *d = opendir("/proc");
+	struct dirent *e;
+	size_t used = 0;
+
+	out[0] = 0;
+	while (d && (e = readdir(d)) && used + 1 < len) {
+		char path[300], line[128], comm[32] = "";
+		FILE *f;
+		long kb = 0;
+		int fd;
+
+		if (e->d_name[0] < '0' || e->d_name[0] > '9')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%s/smaps_rollup", e->d_name);
+		f = fopen(path, "r");
+		if (!f)
+			continue;
+		while (fgets(line, sizeof(line), f))
+			if (!strncmp(line, "KSM:", 4))
+				kb = strtol(line + 4, NULL, 10);
+		fclose(f);
+		if (!kb)
+			continue;
+		snprintf(path, sizeof(path), "/proc/%s/comm", e->d_name);
+		fd = open(path, O_RDONLY);
+		if (fd >= 0) {
+			if (read(fd, comm, sizeof(comm) - 1) > 0)
+				comm[strcspn(comm, "\n")] = 0;
+			close(fd);
+		}
+		used += snprintf(out + used, len - used, "%s%s %s %ld kB", used ? ", " : "",
+				 e->d_name, comm, kb);
+	}
+	if (d)
+		closedir(d);
+}
+
+/*
+ * Copies, by writing to them, the KSM pages this process maps. A sweep's child that turns
+ * PR_SET_MEMORY_MERGE on makes every VMA it has mergeable, pages it still shares with this
+ * process since the fork among them (the C library's relocated read-only data, for one): a
+ * merge of such a page makes it a KSM page in place, still mapped here with no rmap_item of
+ * this process's, on C as on rksm. Once the child has exited, that page keeps
+ * max_page_sharing, merge_across_nodes and merge_scope at EBUSY (C's remove_stable_node(): a
+ * KSM page still mapped) until this process writes to it. A read-only private VMA is made
+ * writable for the write, and read-only again.
+ */
+static void unshare_ksm_pages(void)
+{
+	FILE *f = fopen("/proc/self/smaps", "r");
+	struct {
+		unsigned long from, to;
+		int prot;
+	} vmas[16];
+	int nr = 0, prot = 0;
+	unsigned long from = 0, to = 0;
+	char line[256];
+
+	while (f && fgets(line, sizeof(line), f)) {
+		unsigned long a, b;
+		char perms[8];
+
+		if (sscanf(line, "%lx-%lx %7s", &a, &b, perms) == 3) {
+			from = a;
+			/* Only private VMAs hold copy-on-write pages. */
+			to = perms[3] == 'p' ? b : a;
+			prot = (perms[0] == 'r' ? PROT_READ : 0) | (perms[1] == 'w' ? PROT_WRITE : 0) |
+			       (perms[2] == 'x' ? PROT_EXEC : 0);
+		} else if (!strncmp(line, "KSM:", 4) && strtol(line + 4, NULL, 10) > 0 &&
+			   from < to && nr < (int)ARRAY_SIZE(vmas)) {
+			vmas[nr].from = from;
+			vmas[nr].to = to;
+			vmas[nr++].prot = prot;
+		}
+	}
+	if (f)
+		fclose(f);
+	for (int i = 0; i < nr; i++) {
+		size_t len = vmas[i].to - vmas[i].from;
+		void *start = (void *)vmas[i].from;
+
+		if (!(vmas[i].prot & PROT_WRITE) &&
+		    mprotect(start, len, vmas[i].prot | PROT_READ | PROT_WRITE))
+			continue;
+		/* An atomic store, so that the compiler keeps a write of the value read. */
+		for (unsigned long p = vmas[i].from; p < vmas[i].to; p += page_size)
+			__atomic_store_n((char *)p, __atomic_load_n((char *)p, __ATOMIC_RELAXED),
+					 __ATOMIC_RELAXED);
+		if (!(vmas[i].prot & PROT_WRITE))
+			mprotect(start, len, vmas[i].prot);
+	}
+}
+
 static void call_knob(int n)
 {
 	char path[128], buf[64] = "";
@@ -620,11 +1037,14 @@ static void call_knob(int n)
 	close(fd);
 	if (rep->ret < 0 && rep->err != ENOMEM && rep->err != EAGAIN && rep->err != EBUSY)
 		bad("failed with %s", strerror(rep->err));
-	if (rep->ret < 0 && rep->err == EBUSY && !rep->injected)
-		bad("EBUSY with nothing injected: shared %ld, sharing %ld, chains %ld, dups %ld, zero %ld",
+	if (rep->ret < 0 && rep->err == EBUSY && !rep->injected) {
+		char who[120];
+
+		ksm_mappers(who, sizeof(who));
+		bad("EBUSY with nothing injected: shared %ld, sharing %ld; KSM pages mapped by: %s",
 		    read_long(KSM "pages_shared"), read_long(KSM "pages_sharing"),
-		    read_long(KSM "stable_node_chains"), read_long(KSM "stable_node_dups"),
-		    read_long(KSM "ksm_zero_pages"));
+		    who[0] ? who : "none");
+	}
 	fd = open(path, O_RDONLY);
 	if (fd < 0 || read(fd, buf, sizeof(buf) - 1) <= 0) {
 		bad("%s reads nothing", path);
@@ -736,6 +1156,8 @@ static const struct sweep {
 	{ "exec", call_exec },
 	{ "exit", call_exit },
 	{ "move_pages", call_move_pages },
+	{ "swapin", call_swapin },
+	{ "offline", call_offline },
 	{ "knobs", NULL },
 	{ "ksmd", call_ksmd },
 };
@@ -772,7 +1194,7 @@ static int sweep(const char *name, void (*call)(int n))
 	int n, injected = 0, counts[3] = { 0 }, ok = 1;
 	char why[260] = "";
 
-	for (n = 1; n <= max_calls; n++) {
+	for (n = 1; n <= max_calls; n += stride && n >= 16 ? stride : 1) {
 		pid_t pid;
 		int status;
 
@@ -802,7 +1224,8 @@ static int sweep(const char *name, void (*call)(int n))
 			ok = 0;
 			break;
 		}
-		counts[rep->ret >= 0 ? 0 : rep->err == EBUSY ? 2 : 1]++;
+		if (rep->injected)
+			counts[rep->ret >= 0 ? 0 : rep->err == EBUSY ? 2 : 1]++;
 		if (!rep->injected) {
 			if (rep->ret < 0) {
 				snprintf(why, sizeof(why), "call %d, nothing injected, failed: %s", n,
@@ -818,9 +1241,10 @@ static int sweep(const char *name, void (*call)(int n))
 		ok = 0;
 	}
 	fflush(stdout);
-	printf("%s %d - %s: %d calls failed by injection: %d succeeded, %d failed cleanly, %d EBUSY%s%s\n",
-	       ok ? "ok" : "not ok", ++tap_n, name, injected, counts[0],
-	       counts[1], counts[2], ok ? "" : "; ", why);
+	printf("%s %d - %s: %d calls with an allocation failed%s: %d succeeded, %d failed cleanly, %d EBUSY%s%s\n",
+	       ok ? "ok" : "not ok", ++tap_n, name, injected,
+	       stride ? " (short: N = 1 to 16, then every Sth)" : "", counts[0], counts[1],
+	       counts[2], ok ? "" : "; ", why);
 	fflush(stdout);
 	return ok;
 }
@@ -880,9 +1304,11 @@ int main(int argc, char **argv)
 			return 2;
 		self_exe = "/tmp/ksmfail.exec";
 	}
-	while ((opt = getopt(argc, argv, "mn:")) != -1) {
+	while ((opt = getopt(argc, argv, "mn:s:")) != -1) {
 		if (opt == 'm')
 			every_merge = 1;
+		else if (opt == 's')
+			stride = atoi(optarg);
 		else if (opt == 'n')
 			max_calls = atoi(optarg);
 		else
@@ -943,6 +1369,16 @@ int main(int argc, char **argv)
 			chosen |= !strcmp(only[j], sweeps[i].name);
 		if (!chosen)
 			continue;
+		if (sweeps[i].call == call_offline && target_block < 0 && setup_offline()) {
+			printf("not ok %d - offline: no memory block to take offline\n", ++tap_n);
+			failed++;
+			continue;
+		}
+		if (sweeps[i].call == call_swapin && setup_swap()) {
+			printf("not ok %d - swapin: no swap to swap to\n", ++tap_n);
+			failed++;
+			continue;
+		}
 		if (sweeps[i].call) {
 			failed += !sweep(sweeps[i].name, sweeps[i].call);
 			continue;
@@ -955,8 +1391,10 @@ int main(int argc, char **argv)
 			if (access(path, W_OK))
 				continue;
 			knob = &knobs[k];
-			if (knob->unmerge_first)
+			if (knob->unmerge_first) {
+				unshare_ksm_pages();
 				write_str(KSM "run", "2");
+			}
 			snprintf(name, sizeof(name), "knob %s", knob->name);
 			failed += !sweep(name, call_knob);
 			write_str(KSM "run", "1");

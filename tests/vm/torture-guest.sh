@@ -5,7 +5,7 @@
 # count. Output and exit status of each command land in build/test/$1/<suite>/<name>.{out,rc}
 # (what tests/report.py reads). Always exits 0: a failing test is a result.
 #
-# Usage: [RACES=0] [MM=0] [FAULTS=1] [FAULTS_SWEEP=1] torture-guest.sh KERNEL SECONDS THREADS...
+# Usage: [RACES=0] [MM=0] [FAULTS=1] [FAULTS_SWEEP=1|short] torture-guest.sh KERNEL SECONDS THREADS...
 #   THREADS: one torture run per word, rksm only (C runs 1): a count (1, 2), or counts joined by
 #   commas (1,2), between which the torture's controller switches scan_threads as it runs.
 #   RACES=0 leaves the race regressions out (make test's C control runs the torture alone), MM=0
@@ -44,16 +44,26 @@ echo 64M > $cg/torture/memory.max
 threads=/sys/kernel/mm/ksm/scan_threads
 [ -e $threads ] || set -- 1
 # The fault sweeps first (tests/vm/ksmfail.c): each KSM entry point with its 1st, 2nd, ...
-# allocation failed, and the scanner threads' (with two of them too, on rksm). With
-# FAULTS_SWEEP=1 (scripts/torture.sh).
-if [ "${FAULTS_SWEEP:-0}" = 1 ]; then
+# allocation failed, and the scanner threads' (with two of them too, on rksm). FAULTS_SWEEP=1
+# (make torture) sweeps every N; FAULTS_SWEEP=short (make test) N = 1 to 16 and every 8th after.
+case "${FAULTS_SWEEP:-0}" in
+1)
 	run faults sweep 3600 "$exe/ksmfail"
 	if [ -e $threads ]; then
 		echo 2 > $threads
-		run faults sweep_2_threads 1800 "$exe/ksmfail" madvise unmerge ksmd
+		run faults sweep_2_threads 3600 "$exe/ksmfail"
 		echo 1 > $threads
 	fi
-fi
+	;;
+short)
+	run faults sweep 1200 "$exe/ksmfail" -s 8
+	if [ -e $threads ]; then
+		echo 2 > $threads
+		run faults sweep_2_threads 600 "$exe/ksmfail" -s 8 madvise unmerge prctl_off knobs ksmd
+		echo 1 > $threads
+	fi
+	;;
+esac
 # make torture FAULTS=1: while each torture runs, the scanner threads' allocations fail at
 # random (FAULT_PERCENT percent of them, default 1), through failslab and fail_page_alloc with
 # their task filter: only threads marked make-it-fail fail, and the helpers that scan_threads
