@@ -510,18 +510,19 @@ def print_fault_table(top, kernels):
         print("fault sweeps  [kernel %s against %s]  calls with an allocation failed: results"
               % (k, ck if ref else "no C run"))
         print("-" * 100)
-        print("  %-32s %-26s %-26s %s" % ("run / sweep", "rksm", "C", "N by N"))
+        print("  %-32s %-30s %-30s %s" % ("run / sweep", "rksm", "C", "N by N"))
         for key in sorted(set(mine) | set(ref), key=lambda x: (x[0], list(mine).index(x)
                                                                   if x in mine else 999)):
             a, b = mine.get(key, []), ref.get(key, [])
             if not a or not b:
-                same = "ran on one only"
+                same = "rksm only" if a else "C only"
             else:
-                diff = [n for (n, r, i), (_, r2, i2) in zip(a, b) if (r, i) != (r2, i2)]
+                diff = [n for (n, r, i), (n2, r2, i2) in zip(a, b) if (n, r, i) != (n2, r2, i2)]
+                longer = a if len(a) > len(b) else b
                 same = ("alike" if not diff and len(a) == len(b) else
-                        "differ from N=%d" % (diff[0] if diff else min(len(a), len(b)) + 1))
+                        "differ from N=%d" % (diff[0] if diff else longer[min(len(a), len(b))][0]))
             name = key[1] if key[0] == "sweep" else "%s / %s" % (key[0], key[1])
-            print("  %-32s %-26s %-26s %s" % (name[:32], summary(a)[:26], summary(b)[:26], same))
+            print("  %-32s %-30s %-30s %s" % (name[:32], summary(a)[:30], summary(b)[:30], same))
 
 def tail(text, n=3):
     lines = [x for x in text.strip().splitlines() if x.strip()]

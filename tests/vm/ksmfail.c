@@ -900,7 +900,7 @@ static void call_offline(int n)
 static const struct knob {
 	const char *name;
 	const char *value;
-	const char *old;
+	const char *other; /* written instead when the knob reads value already */
 	int unmerge_first; /* the knob refuses a change while KSM pages exist (EBUSY) */
 } knobs[] = {
 	{ "pages_to_scan", "777", "1000", 0 },
@@ -1017,21 +1017,50 @@ static void unshare_ksm_pages(void)
 	}
 }
 
+/* What the knob reads, without its newline; a choice among others ("[a] b") as the choice. */
+static int knob_reads(const char *path, char *buf, size_t len)
+{
+	int fd = open(path, O_RDONLY);
+	ssize_t got = fd < 0 ? -1 : read(fd, buf, len - 1);
+	char *l, *r;
+
+	if (fd >= 0)
+		close(fd);
+	if (got <= 0)
+		return -1;
+	buf[got] = 0;
+	buf[strcspn(buf, "\n")] = 0;
+	l = strchr(buf, '[');
+	r = l ? strchr(l, ']') : NULL;
+	if (l && r) {
+		*r = 0;
+		memmove(buf, l + 1, strlen(l + 1) + 1);
+	}
+	return 0;
+}
+
 static void call_knob(int n)
 {
-	char path[128], buf[64] = "";
+	char path[128], was[64], now[64];
+	const char *value;
 	int fd, r, len;
 
 	snprintf(path, sizeof(path), KSM "%s", knob->name);
+	if (knob_reads(path, was, sizeof(was))) {
+		bad("%s reads nothing", path);
+		return;
+	}
+	/* A change, whatever the knob was set to (make torture sweeps with two threads too). */
+	value = strcmp(was, knob->value) ? knob->value : knob->other;
 	fd = open(path, O_WRONLY);
 	if (fd < 0) {
 		bad("%s: %s", path, strerror(errno));
 		return;
 	}
-	len = strlen(knob->value);
+	len = strlen(value);
 	nth_open();
 	nth_set(n);
-	r = write(fd, knob->value, len);
+	r = write(fd, value, len);
 	result(r == len ? 0 : -1);
 	nth_done();
 	close(fd);
@@ -1045,29 +1074,11 @@ static void call_knob(int n)
 		    read_long(KSM "pages_shared"), read_long(KSM "pages_sharing"),
 		    who[0] ? who : "none");
 	}
-	fd = open(path, O_RDONLY);
-	if (fd < 0 || read(fd, buf, sizeof(buf) - 1) <= 0) {
+	if (knob_reads(path, now, sizeof(now)))
 		bad("%s reads nothing", path);
-	} else {
-		char *nl = strchr(buf, '\n');
-		const char *want = rep->ret ? knob->old : knob->value;
-
-		if (nl)
-			*nl = 0;
-		/* merge_scope and advisor_mode show [the choice] among the others. */
-		if (strchr(buf, '[')) {
-			char *l = strchr(buf, '['), *rb = strchr(buf, ']');
-
-			if (rb)
-				*rb = 0;
-			memmove(buf, l + 1, strlen(l + 1) + 1);
-		}
-		if (strcmp(buf, want))
-			bad("reads %s after the write, not %s", buf, want);
-	}
-	if (fd >= 0)
-		close(fd);
-	write_str(path, knob->old);
+	else if (strcmp(now, rep->ret ? was : value))
+		bad("reads %s after the write, not %s", now, rep->ret ? was : value);
+	write_str(path, was);
 }
 
 /*
