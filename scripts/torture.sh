@@ -41,11 +41,14 @@ for k in $KERNELS; do
 	# for the kernel; node 1's movable zone then begins on a 128 MiB memory block), so that
 	# ksmrace's offline scenario can offline blocks that hold KSM pages.
 	# A failed allocation's warning is expected where allocations are made to fail.
-	afo=0 sweep_t=0
+	# rksm also runs the torture under merge_scope mm and memcg, half as long each (and a
+	# 20 s control), after its own runs.
+	afo=0 sweep_t=0 scope_t=0
+	[ "$k" = rust ] && scope_t=$((DURATION + 2100))
 	case "${FAULTS_SWEEP:-0}" in 1) sweep_t=7200 ;; short) sweep_t=1800 ;; esac
 	[ "${FAULTS:-0}" = 1 ] || [ "$sweep_t" != 0 ] && afo=1
 	ALLOC_FAILURES_OK=$afo KSM=$k KERNEL=$B/bzImage-debug-$k VM_RUN=$B/vm/test-$k-debug \
-		TIMEOUT=$(((DURATION + 900) * n + 900 + ${MM:-1} * 2700 + sweep_t)) \
+		TIMEOUT=$(((DURATION + 900) * n + 900 + ${MM:-1} * 2700 + sweep_t + scope_t)) \
 		APPEND="kernelcore=1536M" \
 		CMD="RACES=$races MM=${MM:-1} FAULTS=${FAULTS:-0} FAULT_PERCENT=${FAULT_PERCENT:-1} FAULTS_SWEEP=${FAULTS_SWEEP:-0} sh $PROJECT/tests/vm/torture-guest.sh $k-debug $DURATION $th" \
 		"$PROJECT/scripts/vm.sh"

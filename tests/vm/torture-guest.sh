@@ -82,7 +82,7 @@ faults_on() {
 	(
 		while :; do
 			for c in /proc/[0-9]*/comm; do
-				read -r name < "$c" 2> /dev/null || continue
+				{ read -r name < "$c"; } 2> /dev/null || continue
 				case $name in
 				ksmd*) echo 1 > "${c%comm}make-it-fail" 2> /dev/null ;;
 				esac
