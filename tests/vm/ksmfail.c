@@ -160,6 +160,25 @@ static long merging(void)
 	return read_long("/proc/self/ksm_merging_pages");
 }
 
+/* The pagemap entry of the page at p: 0 if it cannot be read. */
+static unsigned long long pagemap_of(const void *p)
+{
+	/* Opened once by each process (a child must not read its parent's). */
+	static pid_t pid;
+	static int fd = -1;
+	unsigned long long e = 0;
+
+	if (pid != getpid()) {
+		if (fd >= 0)
+			close(fd);
+		fd = open("/proc/self/pagemap", O_RDONLY);
+		pid = getpid();
+	}
+	if (fd < 0 || pread(fd, &e, sizeof(e), (unsigned long)p / page_size * sizeof(e)) != sizeof(e))
+		e = 0;
+	return e;
+}
+
 /*
  * How many pages of the area are not mapped by this process alone (/proc/self/pagemap's
  * "exclusively mapped" bit, 56, clear; or not present): after an unmerge, none. (The count in
@@ -168,24 +187,13 @@ static long merging(void)
  */
 static int not_exclusive(const char *a)
 {
-	int fd = open("/proc/self/pagemap", O_RDONLY), n = 0;
-	unsigned long long e;
+	int n = 0;
 
-	if (fd < 0) {
-		bad("pagemap: %s", strerror(errno));
-		return -1;
-	}
 	for (int i = 0; i < PAGES; i++) {
-		off_t off = (unsigned long)(a + i * page_size) / page_size * sizeof(e);
+		unsigned long long e = pagemap_of(a + i * page_size);
 
-		if (pread(fd, &e, sizeof(e), off) != sizeof(e)) {
-			bad("pagemap read: %s", strerror(errno));
-			n = -1;
-			break;
-		}
 		n += !(e >> 63 & 1) || !(e >> 56 & 1);
 	}
-	close(fd);
 	return n;
 }
 
@@ -600,24 +608,6 @@ static void call_move_pages(int n)
 #define CGROUP "/sys/fs/cgroup/"
 #define SYSMEM "/sys/devices/system/memory/"
 
-/* The pagemap entry of the page at p: 0 if it cannot be read. */
-static unsigned long long pagemap_of(const void *p)
-{
-	/* Opened once by each process (a child must not read its parent's). */
-	static pid_t pid;
-	static int fd = -1;
-	unsigned long long e = 0;
-
-	if (pid != getpid()) {
-		if (fd >= 0)
-			close(fd);
-		fd = open("/proc/self/pagemap", O_RDONLY);
-		pid = getpid();
-	}
-	if (fd < 0 || pread(fd, &e, sizeof(e), (unsigned long)p / page_size * sizeof(e)) != sizeof(e))
-		e = 0;
-	return e;
-}
 
 /* How many pages of the area are swapped out (pagemap bit 62). */
 static int swapped_out(const char *a)
