@@ -43,7 +43,8 @@ mount -t 9p -o trans=virtio,version=9p2000.L,cache=none,msize=262144 proj "/host
 stty -F /dev/ttyS1 raw -echo 2>/dev/null
 # A kernel with kmemleak (FLAVOR=debug): what boot left unreferenced is forgotten, so that what
 # the scan after the command reports is the command's.
-KMEMLEAK=/sys/kernel/debug/kmemleak
+# (debugfs is mounted in the chroot only: /sys/kernel/debug here is an empty directory.)
+KMEMLEAK=/host/sys/kernel/debug/kmemleak
 if [ -e $KMEMLEAK ]; then
 	echo scan > $KMEMLEAK
 	echo clear > $KMEMLEAK

@@ -104,6 +104,13 @@ if console_log "$RUN/console.log" 2>/dev/null | grep -qE "$SPLAT"; then
 	console_log "$RUN/console.log" | grep -nE -A12 "$SPLAT" | head -60 >&2
 	status=3
 fi
+# A kernel with kmemleak must have been scanned after the command (scripts/vm-init.sh): a scan
+# that never ran reports no leak.
+if grep -q "kmemleak: Kernel memory leak detector initialized" "$RUN/console.log" 2>/dev/null &&
+	[ -f "$RUN/rc" ] && ! grep -q "vm-init: kmemleak scanned" "$RUN/console.log"; then
+	echo "vm: the guest kernel has kmemleak, but no scan ran after the command" >&2
+	[ $status = 0 ] && status=3
+fi
 if ! [ -f "$RUN/rc" ]; then
 	echo "vm: the guest never finished the command (console: build/vm/$(basename "$RUN")/console.log)" >&2
 	tail -n 20 "$RUN/console.log" >&2 2>/dev/null || true
