@@ -24,7 +24,7 @@ OUT = os.path.join(TOP, "build", "bench")
 PROBLEM = re.compile(r"BUG:|WARNING:|Oops|KASAN|UBSAN|possible circular locking|"
                      r"Kernel panic|INFO: task .* blocked")
 FIELDS = ("workload", "impl", "threads", "mib_merged", "seconds", "mib_per_s",
-          "slab_bytes_per_page", "ksmd_cpu_s")
+          "slab_bytes_per_page", "ksmd_cpu_s", "page_size")
 
 
 def load(paths):
@@ -34,7 +34,16 @@ def load(paths):
             print("bench_report: %s is missing" % p, file=sys.stderr)
             continue
         with open(p) as f:
-            records += [json.loads(line) for line in f if line.strip()]
+            rs = [json.loads(line) for line in f if line.strip()]
+        # The guest's page size, which the records' counts of pages are in: a file holds the
+        # records of one guest, and records written before ksmbench put it in every record take
+        # it from those that had it (the running cost's).
+        sizes = {r["page_size"] for r in rs if r.get("page_size")}
+        if len(sizes) == 1:
+            size = sizes.pop()
+            for r in rs:
+                r.setdefault("page_size", size)
+        records += rs
     return records
 
 
@@ -212,9 +221,6 @@ def cost_table(records):
     return summary
 
 
-PAGE_MIB = 4096 / 2**20
-
-
 def plot_cost(columns, path):
     """Draws the running cost (`columns`: a title and its records, TCG and native): per shape,
     the median CPU seconds per GiB per full scan of C and rksm side by side, on a logarithmic
@@ -285,8 +291,10 @@ def plot(columns, path):
                     continue
                 rs.sort(key=lambda r: r["mib_per_s"])
                 r = rs[len(rs) // 2]
-                # From the first sample after ksmd started (the axis is logarithmic).
-                pts = [(p[0], p[3] * PAGE_MIB) for p in r["trace"] if p[0] > 0]
+                # From the first sample after ksmd started (the axis is logarithmic), in MiB by
+                # the guest's page size (a record without it: no curve).
+                page_mib = (r.get("page_size") or 0) / 2**20
+                pts = [(p[0], p[3] * page_mib) for p in r["trace"] if p[0] > 0 and page_mib]
                 if not pts:
                     continue
                 ax.step([t for t, _ in pts], [m for _, m in pts], where="post", color=color,

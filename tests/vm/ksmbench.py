@@ -31,7 +31,8 @@ check fails is recorded with "verified": false and makes the script exit 1.
 
 Per run: seconds from `run=1` to fully merged ("seconds"), the same from the first merged page
 ("merge_seconds", the paper's rate while merging), ksmd CPU time (all of its threads), the
-growth of the kernel's slab per tracked page, and MemFree over time for the plot.
+growth of the kernel's slab per tracked page, and MemFree over time for the plot; every record
+holds the guest's page size ("page_size"), which its counts of pages are in.
 """
 
 import argparse
@@ -165,7 +166,7 @@ def run_ksmpages(impl, mode, procs_n, mib, threads, rep):
     merge_s = seconds - (w.first or 0)
     return {
         "workload": mode, "impl": impl, "threads": threads, "rep": rep,
-        "procs": procs_n, "mib_per_proc": mib,
+        "procs": procs_n, "mib_per_proc": mib, "page_size": PAGE,
         "mib_merged": round(mib_merged, 2), "seconds": round(seconds, 3),
         "mib_per_s": round(mib_merged / seconds, 2) if seconds else 0,
         "merge_seconds": round(merge_s, 3),
@@ -197,7 +198,7 @@ def run_selftest(impl, flag, mib, threads, rep):
     merged = float(s.group(1)) if s else 0
     return {
         "workload": "ksm_tests%s" % flag, "impl": impl, "threads": threads, "rep": rep,
-        "mib_merged": merged, "seconds": seconds,
+        "page_size": PAGE, "mib_merged": merged, "seconds": seconds,
         "mib_per_s": float(m.group(1)) if m else 0,
         "slab_bytes_per_page": None, "ksmd_cpu_s": round(cpu1 - cpu0, 2),
         "verified": ok, "check": "exit %d: %s" % (r.returncode, out.strip().splitlines()[-1:]),
@@ -275,7 +276,7 @@ def run_qemu(impl, mib, threads, reps, results):
         mib_merged = pages * PAGE / 2**20
         results.append({
             "workload": workload, "impl": impl, "threads": threads, "rep": rep,
-            "mib_merged": round(mib_merged, 2), "seconds": round(seconds, 3),
+            "page_size": PAGE, "mib_merged": round(mib_merged, 2), "seconds": round(seconds, 3),
             "mib_per_s": round(mib_merged / seconds, 2) if seconds else 0,
             "slab_bytes_per_page": None, "ksmd_cpu_s": round(cpu, 2),
             "verified": verified, "check": check, "trace": trace,
@@ -456,7 +457,7 @@ def run_cost(impl, shape, mib, threads, rep, passes):
         # (use_zero_pages), which neither kernel's scan takes: a pass reads the page tables.
         ksm_write("use_zero_pages", 1)
         proc = Proc(exe, "zeros", mib)
-        pages = mib * 1024 * 1024 // os.sysconf("SC_PAGE_SIZE")
+        pages = mib * 1024 * 1024 // PAGE
         ksm_write("run", 1)
         t_start = time.monotonic()
         while ksm_read("ksm_zero_pages") < pages and time.monotonic() - t_start < 900:
@@ -499,7 +500,7 @@ def run_cost(impl, shape, mib, threads, rep, passes):
     return {
         "workload": "cost-" + shape, "impl": impl, "threads": threads, "rep": rep,
         "mib_per_proc": mib, "settle_s": round(settle or 0, 3), "pages_sharing": sharing_after,
-        "page_size": os.sysconf("SC_PAGE_SIZE"),
+        "page_size": PAGE,
         "passes": passes, "pass_s": round(pass_s, 4),
         "cpu_s_per_gib_pass": round((cpu1 - cpu0) / passes / gib, 4),
         "scanned_per_pass": (sc1 - sc0) // passes, "skipped_per_pass": (sk1 - sk0) // passes,
@@ -524,7 +525,8 @@ def run_sparse(impl, gib, rep):
     times = {k: float(v) for k, v in SPARSE_TIME.findall(out)}
     ok = r.returncode == 0 and not failed and len(times) == 5
     rec = {"workload": "sparse", "impl": impl, "threads": 1, "rep": rep, "gib": gib,
-           "verified": ok, "check": "exit %d, %s" % (r.returncode, failed or "all ok")}
+           "page_size": PAGE, "verified": ok,
+           "check": "exit %d, %s" % (r.returncode, failed or "all ok")}
     for k, v in times.items():
         rec[k + "_s"] = v
     return rec

@@ -737,7 +737,8 @@ static long target_block = -1;
  */
 static int fill_until_target(void)
 {
-	const size_t max = 1 << 16, step = 64;
+	/* At most 256 MiB of node 1's 1 GiB, whatever the page size; steps of 64 pages. */
+	const size_t max = (256UL << 20) / page_size, step = 64;
 	unsigned long node1 = 2;
 	char *f = mmap(NULL, max * page_size, PROT_READ | PROT_WRITE,
 		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);

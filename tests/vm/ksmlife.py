@@ -25,11 +25,12 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from ksmrun import Proc, frames, ksm_read, ksm_write  # noqa: E402
+from ksmrun import PAGE, Proc, frames, ksm_read, ksm_write  # noqa: E402
 
 EXE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "../../build/tests/ksmpages")
 TRACING = "/sys/kernel/tracing"
 CGROUP = "/sys/fs/cgroup"
+HPAGE_PMD_SIZE = "/sys/kernel/mm/transparent_hugepage/hpage_pmd_size"
 
 
 class Tap:
@@ -42,6 +43,10 @@ class Tap:
         self.failed += not ok
         print("%s %d %s" % ("ok" if ok else "not ok", self.n, what), flush=True)
         return ok
+
+    def skip(self, what):
+        self.n += 1
+        print("ok %d # SKIP %s" % (self.n, what), flush=True)
 
 
 tap = Tap()
@@ -142,17 +147,18 @@ def reset():
 EVENTS = ["ksm_advisor", "ksm_enter", "ksm_exit", "ksm_merge_one_page",
           "ksm_merge_with_ksm_page", "ksm_remove_ksm_page", "ksm_remove_rmap_item",
           "ksm_start_scan", "ksm_stop_scan"]
-# Those that C KSM fires for two processes' 256 equal pages each, merged into two KSM pages
-# (max_page_sharing 256), their exit and `run=2`; the others fire only for the zero page and
-# the advisor.
+# Those that C KSM fires for two processes' TRACE_PAGES equal pages each, merged into two KSM
+# pages (max_page_sharing 256), their exit and `run=2`; the others fire only for the zero page
+# and the advisor. A number of pages, whatever their size (1 MiB each at 4 KiB pages).
 # ksm_remove_rmap_item fires for every mapper but the last of a KSM page that is found freed
 # while it still lists mappers: whether each of the two is depends on whether its folio went
 # away (the processes exited) before ksmd or `run=2` reaped the exited mm. C gives 0, 255 or
 # 510 from one run to the next; a count in between is legal on both (ksmd takes the items off
 # one by one, and exit_mmap() may free the folio midway: rksm reaps an exited mm without its
 # mmap lock, which widens that window), so any count up to 510 passes.
-FIRED = {"ksm_enter": {2}, "ksm_exit": {2}, "ksm_merge_with_ksm_page": {512},
-         "ksm_remove_ksm_page": {2}, "ksm_remove_rmap_item": set(range(511)),
+TRACE_PAGES = 256
+FIRED = {"ksm_enter": {2}, "ksm_exit": {2}, "ksm_merge_with_ksm_page": {2 * TRACE_PAGES},
+         "ksm_remove_ksm_page": {2}, "ksm_remove_rmap_item": set(range(2 * TRACE_PAGES - 1)),
          "ksm_start_scan": None, "ksm_stop_scan": None}
 
 
@@ -166,7 +172,7 @@ def part_trace():
         return
     write_file(TRACING + "/trace", "")
     write_file(TRACING + "/events/ksm/enable", 1)
-    procs = start(2, "best", 1)
+    procs = start(2, "best", TRACE_PAGES * PAGE // 2**20)
     merge(procs, "trace")
     stop(procs)
     reset()
@@ -360,16 +366,42 @@ def anon_huge_kib():
     return 0
 
 
+# The thp part's huge pages per process, fewer where they are large: what the two processes
+# take together stays within THP_MIB (none: the part is skipped).
+THP_HUGE_PAGES = 4
+THP_MIB = 256
+
+
+def hpage_pmd_size():
+    """The size of a PMD-mapped transparent huge page, or 0 where the kernel has none."""
+    try:
+        return int(read_file(HPAGE_PMD_SIZE))
+    except (OSError, ValueError):
+        return 0
+
+
 def part_thp():
     """Areas backed by transparent huge pages (ksmpages -t): KSM splits a huge page to merge its
     pages. Every huge page has one page that merges with nothing (the last of each in the first
     process, the first of each in the second), so that neither decides the split; the others
-    pair across the two processes (worst pattern) and all of them merge."""
+    pair across the two processes (worst pattern) and all of them merge. Each process maps
+    THP_HUGE_PAGES huge pages of the kernel's PMD size (8 MiB with 2 MiB huge pages), fewer if
+    that would not fit in THP_MIB."""
+    hpage = hpage_pmd_size()
+    if not hpage:
+        tap.check(False, "thp: the kernel has transparent huge pages (%s)" % HPAGE_PMD_SIZE)
+        return
+    count = min(THP_HUGE_PAGES, (THP_MIB << 20) // (2 * hpage))
+    if not count:
+        tap.skip("thp: huge pages of %d MiB, two of them more than the %d MiB this part takes"
+                 % (hpage >> 20, THP_MIB))
+        return
+    mib = count * hpage >> 20
     before = anon_huge_kib()
-    procs = [Proc(EXE, "worst", 8, extra=["-t"]) for _ in range(2)]
+    procs = [Proc(EXE, "worst", mib, extra=["-t"]) for _ in range(2)]
     huge = anon_huge_kib() - before
-    tap.check(huge >= 8 * 1024, "thp: %d KiB of the 16 MiB in huge pages" % huge)
-    per = 512
+    tap.check(huge >= mib * 1024, "thp: %d KiB of the %d MiB in huge pages" % (huge, 2 * mib))
+    per = hpage // PAGE
     unique = 0
     for k, p in enumerate(procs):
         for n in range(per - 1 if k == 0 else 0, p.pages, per):

@@ -4,8 +4,8 @@
  * madvise() API, plus PageONE's zero-prefix variant.
  *
  * Maps SIZE MiB of anonymous memory, marks it MADV_MERGEABLE (and with -t MADV_HUGEPAGE, at a
- * 2 MiB boundary, so that transparent huge pages back it), fills it, prints "ready <pages>
- * <address>" and then
+ * boundary of the kernel's PMD-sized huge page, so that transparent huge pages back it), fills
+ * it, prints "ready <pages> <address>" (pages of the kernel's page size) and then
  * obeys one-word commands on stdin, answering one line each:
  *
  *   verify     check every byte against the pattern ("ok <pages>", "bad <page> <offset>", or
@@ -52,9 +52,11 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#define PAGE 4096UL
-#define HPAGE (2UL << 20)
 #define PREFIX 128
+#define HPAGE_PMD_SIZE "/sys/kernel/mm/transparent_hugepage/hpage_pmd_size"
+
+/* The kernel's page size, set first thing in main(). */
+static unsigned long PAGE;
 
 enum mode { BEST, WORST, PREFIX_MODE, RANDOM, CHAINS, COPIES, ZEROS };
 
@@ -151,6 +153,20 @@ static long all_pages(char *mem, unsigned long pages, int node, int *status)
 	return ret < 0 ? -errno : ret;
 }
 
+/* The size of a PMD-mapped transparent huge page, or 0 where the kernel has none. */
+static unsigned long hpage_size(void)
+{
+	FILE *f = fopen(HPAGE_PMD_SIZE, "r");
+	unsigned long size = 0;
+
+	if (f) {
+		if (fscanf(f, "%lu", &size) != 1)
+			size = 0;
+		fclose(f);
+	}
+	return size;
+}
+
 static int page_arg(const char *arg, unsigned long pages, unsigned long *i)
 {
 	*i = strtoul(arg, NULL, 0);
@@ -163,14 +179,15 @@ static int page_arg(const char *arg, unsigned long pages, unsigned long *i)
 
 int main(int argc, char **argv)
 {
-	unsigned long mib = 64, pages, i, marked_page = ~0UL;
+	unsigned long mib = 64, pages, i, marked_page = ~0UL, align = 0;
 	/* SA_RESTART: a SIGBUS sent by memory failure must not cut a read of stdin short. */
 	struct sigaction sa = { .sa_sigaction = on_sigbus, .sa_flags = SA_SIGINFO | SA_RESTART };
 	char line[128], *mem;
-	uint64_t buf[PAGE / 8];
 	int opt, thp = 0, *status;
+	uint64_t *buf;
 	char *lost;
 
+	PAGE = sysconf(_SC_PAGESIZE);
 	while ((opt = getopt(argc, argv, "m:s:t")) != -1) {
 		switch (opt) {
 		case 'm':
@@ -208,15 +225,23 @@ int main(int argc, char **argv)
 		contents = pages / 16;
 	status = calloc(pages, sizeof(*status));
 	lost = calloc(pages, 1);
-	/* With -t, 2 MiB more, to start the area at a 2 MiB boundary. */
-	mem = mmap(NULL, pages * PAGE + (thp ? HPAGE : 0), PROT_READ | PROT_WRITE,
+	buf = malloc(PAGE);
+	/*
+	 * With -t, a huge page more, to start the area at a huge page's boundary (without
+	 * transparent huge pages, MADV_HUGEPAGE below fails).
+	 */
+	if (thp) {
+		align = hpage_size();
+		align = align ? align : PAGE;
+	}
+	mem = mmap(NULL, pages * PAGE + align, PROT_READ | PROT_WRITE,
 		   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (mem == MAP_FAILED || !status || !lost) {
+	if (mem == MAP_FAILED || !status || !lost || !buf) {
 		perror("mmap");
 		return 1;
 	}
 	if (thp) {
-		mem = (char *)(((uintptr_t)mem + HPAGE - 1) & ~(uintptr_t)(HPAGE - 1));
+		mem = (char *)(((uintptr_t)mem + align - 1) & ~(uintptr_t)(align - 1));
 		if (madvise(mem, pages * PAGE, MADV_HUGEPAGE)) {
 			perror("madvise(MADV_HUGEPAGE)");
 			return 1;

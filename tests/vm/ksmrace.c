@@ -61,14 +61,16 @@
 #include <time.h>
 #include <unistd.h>
 
-#define PAGE 4096UL
 #define KSM "/sys/kernel/mm/ksm/"
+#define HPAGE_PMD_SIZE "/sys/kernel/mm/transparent_hugepage/hpage_pmd_size"
 #define MPOL_MF_MOVE_ALL (1 << 2)
 #ifndef PR_SET_MEMORY_MERGE
 #define PR_SET_MEMORY_MERGE 67
 #define PR_GET_MEMORY_MERGE 68
 #endif
 
+/* The kernel's page size, set first thing in main(). */
+static size_t PAGE;
 static int tests, failures;
 
 static void check(int ok, const char *fmt, ...)
@@ -465,12 +467,12 @@ static void scenario_release(double budget)
 }
 
 /*
- * bystander: X (NX pages that begin with 128 zero bytes, then one value each) goes into the
- * unstable tree in one batch of ksmd (pages_to_scan = NX, a long sleep after it); X's pages are
- * then freed (MADV_DONTNEED: the area stays) and a bystander process fills transparent huge
- * pages, which begin with 128 zero bytes too, over most of free memory, taking X's frames; then
- * ksmd is woken for its next batch, Y, X's twins, which find X's items by their checksums. The
- * bystander's huge pages must stay whole (AnonHugePages) and exact.
+ * bystander: X (NX pages, 32 MiB, that begin with 128 zero bytes, then one value each) goes
+ * into the unstable tree in one batch of ksmd (pages_to_scan = NX, a long sleep after it); X's
+ * pages are then freed (MADV_DONTNEED: the area stays) and a bystander process fills
+ * transparent huge pages, which begin with 128 zero bytes too, over most of free memory, taking
+ * X's frames; then ksmd is woken for its next batch, Y, X's twins, which find X's items by their
+ * checksums. The bystander's huge pages must stay whole (AnonHugePages) and exact.
  */
 static uint64_t bys_value(size_t i, uint64_t seed)
 {
@@ -524,10 +526,19 @@ static long anon_huge_kb(pid_t pid)
 	return meminfo_kb(path, "AnonHugePages");
 }
 
+/* The size of a PMD-mapped transparent huge page, or 0 where the kernel has none. */
+static size_t hpage_size(void)
+{
+	long size = read_long(HPAGE_PMD_SIZE);
+
+	return size > 0 ? size : 0;
+}
+
 /* The bystander: huge pages over most of free memory; says 'r' when filled, checks on 'v'. */
 static void huge_owner(int ready, int go)
 {
-	const size_t huge = 2UL << 20;
+	/* Without transparent huge pages, small ones: the check of AnonHugePages then fails. */
+	const size_t huge = hpage_size() ?: PAGE;
 	size_t len = (size_t)(meminfo_kb("/proc/meminfo", "MemFree") * 1024 * 6 / 10) & ~(huge - 1);
 	char *h = mmap(NULL, len + huge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	char *a = (char *)(((uintptr_t)h + huge - 1) & ~(huge - 1));
@@ -548,7 +559,8 @@ static void huge_owner(int ready, int go)
 
 static void scenario_bystander(double budget)
 {
-	const size_t NX = 8192;
+	/* An amount of memory: X's frames are what the bystander's huge pages are to take. */
+	const size_t NX = (32UL << 20) / PAGE;
 	double end = now() + budget;
 	int rounds = 0, split = 0, wrong = 0, huge_rounds = 0, timely = 0;
 
@@ -624,7 +636,7 @@ static void scenario_bystander(double budget)
 /*
  * offline: merged pages on node 1, whose last memory blocks are ZONE_MOVABLE (the VM boots
  * with kernelcore=1536M: 768 MiB of each node's 1 GiB in the kernel's zones, the rest
- * movable and aligned to 128 MiB blocks), the blocks that hold their KSM pages offlined and
+ * movable and aligned to memory blocks), the blocks that hold their KSM pages offlined and
  * onlined again through /sys/devices/system/memory, in rounds. A filler first takes node 1's
  * free pages outside a block that can go offline, so that the pages land there. Each round
  * moves the pages back to node 1 (offlining moved them away) and unmaps a slice of the pairs,
@@ -633,6 +645,7 @@ static void scenario_bystander(double budget)
  * Offlining migrates the KSM pages out of the blocks: the rest must stay merged (their stable
  * nodes follow them), every byte read back right, and no KSM page be left after run=2.
  */
+/* A number of pages (1024 pairs to merge), whatever their size: 128 MiB at 64 KiB. */
 #define OFF_PAGES 2048
 #define SYSMEM "/sys/devices/system/memory/"
 
@@ -785,7 +798,8 @@ static long offlinable_block(void)
  */
 static char *fill_until_block(int pagemap, long t, long bsize, size_t *n)
 {
-	const size_t max = 65536;
+	/* At most 256 MiB of node 1's 1 GiB, whatever the page size. */
+	const size_t max = (256UL << 20) / PAGE;
 	unsigned long node1 = 2;
 	char *f = mmap(NULL, max * PAGE, PROT_READ | PROT_WRITE,
 		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
@@ -968,9 +982,10 @@ static void scenario_offline(double budget)
  * sleeps 20 ms after each pages_to_scan: a pass of a second then takes about 50 wake-ups, of
  * hundreds of pages each. (Without sleeps a pass took a fraction of a second, reported as one,
  * and the advisor shrank pages_to_scan, pass by pass, below what the helpers share: see the
- * commit that brought the sleep.)
+ * commit that brought the sleep.) The area is 128 MiB whatever the page size: a pass's CPU
+ * time goes with the bytes it checksums.
  */
-#define ADV_PAGES 32768
+#define ADV_PAGES ((128UL << 20) / PAGE)
 #define ADV_SLEEP_MS 20
 #define TRACING "/sys/kernel/tracing/"
 
@@ -1274,6 +1289,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: %s register|migrate|release|bystander|offline|advisor|zeroes|noinit [SECONDS]\n", argv[0]);
 		return 2;
 	}
+	PAGE = sysconf(_SC_PAGESIZE);
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	save_knobs();
 	if (!strcmp(argv[1], "register"))

@@ -24,7 +24,7 @@ import sys
 import time
 
 KSM = "/sys/kernel/mm/ksm/"
-PAGE = 4096
+PAGE = os.sysconf("SC_PAGE_SIZE")  # the kernel's page size: ksmpages' pages are of this size
 EXCLUSIVE = 1 << 56
 PFN_MASK = (1 << 55) - 1
 PRESENT = 1 << 63

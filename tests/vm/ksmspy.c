@@ -26,8 +26,10 @@
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <time.h>
+#include <unistd.h>
 
-#define PAGE 4096UL
+/* The kernel's page size, set first thing in main(). */
+static unsigned long PAGE;
 
 static uint64_t now_ns(void)
 {
@@ -69,6 +71,7 @@ int main(int argc, char **argv)
 	char line[64];
 	int victim;
 
+	PAGE = sysconf(_SC_PAGESIZE);
 	victim = argc == 4 && !strcmp(argv[1], "victim");
 	if (victim || (argc == 3 && !strcmp(argv[1], "attacker")))
 		n = strtoul(argv[2], NULL, 0);

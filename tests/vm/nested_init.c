@@ -2,10 +2,11 @@
 /*
  * /init of the small QEMU guests that `make bench` boots inside the test VM (the paper's
  * real-VM case). It fills `nested.mib=N` MiB (default 16) of anonymous memory with a pattern
- * that is the same in every guest (page i holds i in its last 8 bytes, zero elsewhere, as
- * ksmpages' worst case) and prints "ready <pages>" on the console. Then, for every line it reads
- * from the console, it checks every byte and prints "ok <round>" or "BAD page <i>": merging by
- * the host's KSM must never change what a guest reads. Between checks the guest idles.
+ * that is the same in every guest (page i, of the guest's page size, holds i + 1 in its last 8
+ * bytes, zero elsewhere, as ksmpages' worst case) and prints "ready <pages>" on the console.
+ * Then, for every line it reads from the console, it checks every byte and prints "ok <round>"
+ * or "BAD page <i>": merging by the host's KSM must never change what a guest reads. Between
+ * checks the guest idles.
  */
 #define _GNU_SOURCE
 #include <fcntl.h>
@@ -18,7 +19,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define PAGE 4096UL
+/* The kernel's page size, set first thing in main(). */
+static unsigned long PAGE;
 
 static unsigned long param(int argc, char **argv, char **envp, const char *key, unsigned long def)
 {
@@ -37,11 +39,13 @@ static unsigned long param(int argc, char **argv, char **envp, const char *key, 
 int main(int argc, char **argv, char **envp)
 {
 	unsigned long mib = param(argc, argv, envp, "nested.mib", 16);
-	unsigned long pages = mib * 256, i, round = 0;
+	unsigned long pages, i, round = 0;
 	char line[64];
 	uint64_t *mem;
 	int fd;
 
+	PAGE = sysconf(_SC_PAGESIZE);
+	pages = (mib << 20) / PAGE;
 	mkdir("/dev", 0755);
 	mount("devtmpfs", "/dev", "devtmpfs", 0, NULL);
 	fd = open("/dev/ttyS0", O_RDWR);

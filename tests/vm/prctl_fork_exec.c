@@ -25,6 +25,7 @@
 #define PR_GET_MEMORY_MERGE 68
 #endif
 
+/* An amount of memory, not a huge page: pages of equal contents, many at any page size. */
 #define SIZE (2UL << 20)
 
 static long read_long(const char *path)

@@ -2,9 +2,10 @@
 /*
  * sparse: KSM pages scattered over a huge, sparse mergeable area, and every way of unmerging it.
  *
- * A MAP_NORESERVE anonymous area of SIZE GiB (default 1024) gets N pages (default 4096) written
- * in pairs at evenly spread addresses (two pages of one page table: an unmerge must go on within
- * a table after breaking a page), so that most page tables at every level are empty. The pages
+ * A MAP_NORESERVE anonymous area of SIZE GiB (default 1024) gets N pages (default 4096, a
+ * number of pages of the kernel's size: 256 MiB written at 64 KiB) written in pairs at evenly
+ * spread addresses (two pages of one page table: an unmerge must go on within a table after
+ * breaking a page), so that most page tables at every level are empty. The pages
  * hold 64 contents, one of them zeroes, merged into the zero page (use_zero_pages is set). Once
  * all N pages are merged (in no more than 64 frames, /proc/self/pagemap), each way out of KSM
  * must give every page a frame of its own with its bytes intact, and leave nothing of the

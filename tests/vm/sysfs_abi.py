@@ -11,10 +11,16 @@ taken from the C kernel) when only one kernel ran. The facts:
          bits, out of range, odd spacing, accepted spellings), what write(2) returns (byte count or
          errno) and what the knob reads afterwards; the knob is put back after each write;
   ro     the errno of a write to every read-only file;
-  busy   the counters, /proc/<pid>/ksm_stat and ksm_merging_pages of two processes with 4 MiB of
-         equal pages each, fully merged; the errors of knobs that C KSM refuses to change while KSM pages exist (EBUSY), of
-         pages_to_scan while the scan-time advisor drives it (EINVAL), and that both change again
-         once `run=2` has unmerged everything.
+  busy   the counters, /proc/<pid>/ksm_stat and ksm_merging_pages of two processes with
+         BUSY_PAGES equal pages each (4 MiB at 4 KiB pages), fully merged; the errors of knobs
+         that C KSM refuses to change while KSM pages exist (EBUSY), of pages_to_scan while the
+         scan-time advisor drives it (EINVAL), and that both change again once `run=2` has
+         unmerged everything.
+
+The record is the same whatever the page size: the busy processes map a number of pages, not an
+amount of memory, and the profits (general_profit, ksm_process_profit), which are in bytes, are
+recorded as the pages they count times the page size less the rest, the bytes of the rmap items
+(`general_profit pages_sharing x PAGE_SIZE - 131072`).
 
 Also prints TAP for what can be checked on one kernel alone: a write that fails leaves the knob as
 it was, the busy cases really see merged pages, the knobs are restored at the end.
@@ -27,6 +33,9 @@ import sys
 import time
 
 KSM = "/sys/kernel/mm/ksm/"
+PAGE = os.sysconf("SC_PAGE_SIZE")
+# The pages of each of the two busy processes: with max_page_sharing 256, 8 KSM pages.
+BUSY_PAGES = 1024
 
 # Inputs every writable knob gets, as bytes written in one write(2).
 COMMON = [
@@ -140,6 +149,12 @@ def check_scan_threads(tap):
                   "scan_threads: %r accepted (%s), reads %r" % (data, res, read("scan_threads")))
 
 
+def profit(value, pages, what):
+    """A profit in bytes, as the page size times `pages` (the pages it counts, named `what`)
+    less the rest: the same record for every page size."""
+    return "%s x PAGE_SIZE - %d" % (what, pages * PAGE - int(value))
+
+
 def main():
     record_file = sys.argv[1]
     ksmpages = sys.argv[2]
@@ -198,7 +213,8 @@ def main():
     # Knobs that wait for an empty stable tree: merge two processes' equal pages first.
     write("pages_to_scan", "5000")
     write("sleep_millisecs", "0")
-    procs = [subprocess.Popen([ksmpages, "-m", "best", "-s", "4"], stdin=subprocess.PIPE,
+    mib = str(BUSY_PAGES * PAGE // 2**20)
+    procs = [subprocess.Popen([ksmpages, "-m", "best", "-s", mib], stdin=subprocess.PIPE,
                               stdout=subprocess.PIPE, text=True) for _ in range(2)]
     for p in procs:
         p.stdout.readline()
@@ -209,16 +225,26 @@ def main():
     shared = int(read("pages_shared"))
     tap.check(shared > 0, "pages were merged for the busy checks (pages_shared %d)" % shared)
     # Once all is merged and two more passes went by, the per-process view is settled: record it.
-    while time.time() < deadline and int(read("pages_shared")) + int(read("pages_sharing")) < 2048:
+    while (time.time() < deadline
+           and int(read("pages_shared")) + int(read("pages_sharing")) < 2 * BUSY_PAGES):
         time.sleep(0.2)
     scans = int(read("full_scans"))
     while time.time() < deadline and int(read("full_scans")) < scans + 2:
         time.sleep(0.1)
-    for field in ("pages_shared", "pages_sharing", "general_profit"):
-        rec.append("busy merged: %s %s" % (field, read(field)))
+    merged = {field: read(field) for field in ("pages_shared", "pages_sharing", "general_profit")}
+    merged["general_profit"] = profit(merged["general_profit"], int(merged["pages_sharing"]),
+                                      "pages_sharing")
+    for field, value in merged.items():
+        rec.append("busy merged: %s %s" % (field, value))
     with open("/proc/%d/ksm_stat" % procs[0].pid) as f:
-        for line in f:
-            rec.append("busy ksm_stat: %s" % line.strip())
+        lines = [line.strip() for line in f]
+    stat = dict(line.split(None, 1) for line in lines if " " in line)
+    for line in lines:
+        if line.startswith("ksm_process_profit "):
+            line = "ksm_process_profit " + profit(stat["ksm_process_profit"],
+                                                  int(stat["ksm_merging_pages"]),
+                                                  "ksm_merging_pages")
+        rec.append("busy ksm_stat: %s" % line)
     with open("/proc/%d/ksm_merging_pages" % procs[0].pid) as f:
         rec.append("busy ksm_merging_pages: %s" % f.read().strip())
     res = {

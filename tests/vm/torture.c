@@ -42,10 +42,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#define PAGE 4096UL
 #define WORDS (PAGE / 8)
-#define HPAGE (2UL << 20)
 #define KSM "/sys/kernel/mm/ksm/"
+#define HPAGE_PMD_SIZE "/sys/kernel/mm/transparent_hugepage/hpage_pmd_size"
 #define PR_SET_MEMORY_MERGE_ 67
 #define PR_GET_MEMORY_MERGE_ 68
 #ifndef MADV_PAGEOUT
@@ -55,6 +54,7 @@
 #define UNIQUE 16		/* page class with content of its own; 0 is zero, 1..15 shared */
 #define NOPATCH 0xffff
 #define NAREA 4			/* areas per worker; area 1 is THP-backed */
+#define BYSTANDER_MIB 8		/* the bystander's memory, in NAREA areas */
 #define MAXW 40
 #define NMSG 12
 #define HANG_MS 60000
@@ -123,6 +123,11 @@ struct rec {			/* the expected content of one page */
 	uint8_t cls;
 };
 
+/*
+ * The kernel's page size, and the size of its PMD-mapped transparent huge page (the page size
+ * where it has none), set first thing in main().
+ */
+static unsigned long PAGE, HPAGE;
 static int nnodes, nodes[2], fault_inject, quiet, nw = 4, nslots;
 static long duration = 60, mib = 8;
 static uint64_t seed0, rs;
@@ -359,7 +364,7 @@ static void madv(char *p, long n, int advice, const char *what)
 		surprise(C_SYS_BAD, "madvise(%s): %s", what, strerror(errno));
 }
 
-/* Map n pages (at a fixed place, or 2 MiB aligned), THP and mergeable as asked. */
+/* Map n pages (at a fixed place, or huge page aligned), THP and mergeable as asked. */
 static char *map_area(char *at, long n, int thp, int mergeable)
 {
 	size_t len = n * PAGE;
@@ -868,7 +873,9 @@ static void wait_phase(int phase, int verify_every_ms)
 
 static void worker(int slot)
 {
-	long per = kind == K_CHURN ? 64 : kind == K_BYSTANDER ? 512 : mib * 256 / NAREA, k;
+	/* Pages per area: the churner's are a number of pages, the others' an amount of memory. */
+	long per = kind == K_CHURN ? 64 : (kind == K_BYSTANDER ? BYSTANDER_MIB : mib) *
+		   ((1L << 20) / (long)PAGE) / NAREA, k;
 	int64_t start = now_ms(), last_full = start;
 	int a, injected = 0;
 
@@ -1375,8 +1382,12 @@ int main(int argc, char **argv)
 {
 	char *s, buf[128];
 	pthread_t th[4];
+	long hpage;
 	int c, i;
 
+	PAGE = sysconf(_SC_PAGESIZE);
+	hpage = read_long(HPAGE_PMD_SIZE, NULL);
+	HPAGE = hpage > 0 ? hpage : PAGE;
 	seed0 = time(NULL);
 	while ((c = getopt(argc, argv, "d:w:m:t:s:qFg:S:")) != -1) {
 		if (c == 'd')
