@@ -81,11 +81,13 @@ fn checksum_follows_contents() -> TestResult {
     Ok(())
 }
 
-/// A zero page whose every word, in turn, has one bit set: every single-word change gives a
-/// checksum of its own (no two of the 1536 pages, and none with the zero page's, collide), the
-/// high bit included, which sums of words weighted by their place would lose; a zero page's
-/// checksum is not 0 (0 marks an item with none recorded yet); two equal words trading places
-/// change it.
+/// A zero page whose every word, in turn, has one bit set (bits 0, 31 and 63): every such change
+/// changes the checksum, the high bit included, which sums of words weighted by their place would
+/// lose; the changes' checksums collide no more than a random 32-bit function's would (for
+/// `3 * PAGE_SIZE / 8` values, about `n * n / 2^33` pairs: 0.0003 with 4 KiB pages, 0.07 with
+/// 64 KiB ones; more than two is a broken checksum, as a sum of words gives thousands); a zero
+/// page's checksum is not 0 (0 marks an item with none recorded yet); two equal words trading
+/// places change it.
 fn checksum_sees_every_word() -> TestResult {
     let mut p = TestPages::new(0, Pattern::Worst).check()?;
     let z = p.push(Pattern::Ragged, 0, 0).check()?;
@@ -93,21 +95,23 @@ fn checksum_sees_every_word() -> TestResult {
     kunit_ensure!(p.held(z).bytes().is_zero());
     let zero = p.held(z).bytes().checksum();
     kunit_ensure!(zero != 0);
-    let mut seen = KVec::with_capacity(1 + 3 * PAGE_SIZE / 8, GFP_KERNEL).check()?;
-    seen.push(zero, GFP_KERNEL).check()?;
+    let mut seen = KVec::with_capacity(3 * PAGE_SIZE / 8, GFP_KERNEL).check()?;
     for word in 0..PAGE_SIZE / 8 {
         for bit in [0u32, 31, 63] {
             p.write(z, word * 8, &(1u64 << bit).to_le_bytes());
-            seen.push(p.held(z).bytes().checksum(), GFP_KERNEL)
-                .check()?;
+            let c = p.held(z).bytes().checksum();
+            kunit_ensure!(c != zero, "word {} bit {}: checksum unchanged", word, bit);
+            seen.push(c, GFP_KERNEL).check()?;
             p.write(z, word * 8, &[0; 8]);
         }
     }
     kunit_ensure_eq!(p.held(z).bytes().checksum(), zero);
     seen.sort_unstable();
+    let collisions = seen.windows(2).filter(|w| w[0] == w[1]).count();
     kunit_ensure!(
-        seen.windows(2).all(|w| w[0] != w[1]),
-        "single-word changes collided"
+        collisions <= 2,
+        "{} single-word changes collided",
+        collisions
     );
     // The same value in words 3 and 12 (both of lane 3 and of lane 0), then in 4 and 11.
     let v = 0x8000_0000_0000_0001u64.to_le_bytes();

@@ -222,7 +222,7 @@ fn run(
 }
 
 /// Checks one node (a plain node or a dup) of shard `shard`: in its checksum's shard, no more
-/// mappings than allowed, each listed mapping mapping its page. Returns its mappings.
+/// mappings than allowed, and each mapping it lists maps its page. Returns its mappings.
 fn check_node(
     p: &TestPages,
     token: &TestToken,

@@ -420,6 +420,18 @@ impl FolioPage {
         unsafe { ReadOnlyMappedPage::from_raw(self.as_raw()) }
     }
 
+    /// Whether the page holds what `other` holds, as the kernel decides it for sharing one copy
+    /// of a page (`pages_identical()`): byte for byte, and, where the architecture says more
+    /// (arm64's memory tagging), not for a page whose tags a shared copy would lose.
+    ///
+    /// [`super::contents::PageBytes`] compares the bytes alone: a merge must be decided here.
+    #[inline]
+    pub fn identical_to(&self, other: &FolioPage) -> bool {
+        // SAFETY: Both pages are valid for the borrows; `memcmp_pages()` maps each for reading
+        // and only reads them.
+        unsafe { bindings::memcmp_pages(self.as_raw(), other.as_raw()) == 0 }
+    }
+
     /// The page that the zero page of `addr` is (`ZERO_PAGE(addr)`).
     #[inline]
     pub fn zero(addr: usize) -> &'static FolioPage {

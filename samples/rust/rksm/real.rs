@@ -16,7 +16,7 @@ use crate::tunables;
 use core::pin::Pin;
 use kernel::mm::anon_vma::{AnonVma, AnonVmaSlot};
 use kernel::mm::contents::PageBytes;
-use kernel::mm::folio::{AtomicPfn, HeldPage, OwnedFolioLock, PageLockGuard};
+use kernel::mm::folio::{AtomicPfn, FolioPage, HeldPage, OwnedFolioLock, PageLockGuard};
 use kernel::mm::ksm as mmksm;
 use kernel::mm::pgtable::{self, Replacement};
 use kernel::mm::virt::{flags, VmArea};
@@ -154,11 +154,13 @@ fn merge_one(
             Ok(())
         }
         // Write-protected, compared and replaced under one hold of the page table lock.
+        // The kernel's own test of identity (C's `pages_identical()`): on arm64 it refuses
+        // pages with memory tags, which one shared copy would lose.
         With::Ksm(k) => pgtable::replace_if_same(vma, addr, &locked, Replacement::Ksm(k), || {
-            page.page().bytes().same_as(&k.page().bytes())
+            page.page().identical_to(k.page())
         }),
         With::Zero => pgtable::replace_if_same(vma, addr, &locked, Replacement::Zero, || {
-            page.page().bytes().is_zero()
+            page.page().identical_to(FolioPage::zero(addr))
         }),
     }
 }

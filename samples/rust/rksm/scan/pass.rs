@@ -12,17 +12,23 @@ use super::*;
 /// The most pages `ksmd` gathers for a batch (C walks to one page at a time). Each batch costs a
 /// walk start under the mmap lock, putting its items back, publishing the counters of the shards
 /// it changed and, with helpers, a hand-over during which a helper waits: fewer, larger batches
-/// cost less (the measurement is in Documentation/mm/rksm.rst), and two threads taking pages from
+/// cost less (the measurement is in Documentation/mm/rksm-measurements.rst, "The batch size"),
+/// and two threads taking pages from
 /// both ends of a large batch work in different page tables until they meet, rather than
 /// waiting for each other's page table lock. The pages of a batch keep a reference until they
-/// are merged, so more is not free either (see [`PINNED_SHARE`]). (The batch vectors, 96 KiB
-/// each, are `kvmalloc`ed once at init.)
-pub(super) const BATCH: usize = 4096;
+/// are merged, so more is not free either (see [`PINNED_SHARE`]). A batch's cost is in the
+/// bytes its pages hold, which each merge reads: it is [`BATCH_BYTES`] of pages, 4096 of 4 KiB
+/// or 256 of 64 KiB. (The batch vectors, 24 bytes a page, are `kvmalloc`ed once at init.)
+pub(super) const BATCH: usize = BATCH_BYTES / PAGE_SIZE;
+
+/// The memory whose pages make a batch ([`BATCH`]).
+const BATCH_BYTES: usize = 16 << 20;
 
 /// A batch holds at most this share of its address space's pages (counted by their rmap_items):
 /// `1 / PINNED_SHARE` (all of them if they are few: see [`SMALL_SPACE`]). A page keeps its
-/// reference from the walk until it is merged, and a page with a reference more can be neither migrated (compaction, `move_pages()`) nor split and
-/// swapped out (`MADV_PAGEOUT` of part of a large folio). With whole batches of [`BATCH`] pages,
+/// reference from the walk until it is merged, and a page with a reference more can be neither
+/// migrated (compaction, `move_pages()`) nor split and swapped out (`MADV_PAGEOUT` of part of a
+/// large folio). With whole batches of [`BATCH`] pages,
 /// a small process had most of its pages held at any moment while `ksmd` ran, where C holds
 /// one: the mm selftest `cow`, run with every process merged, could not swap out twice as many
 /// of its huge pages as on C. Large address spaces, where batches pay, still get them.
@@ -48,8 +54,13 @@ const HOLD_PAGES: usize = 256;
 pub(super) const SHARED_BATCH: usize = 32;
 
 /// A scanner thread takes this many pages of a batch at a time, and offers to reschedule between
-/// them.
-pub(super) const RESCHED_EVERY: usize = 8;
+/// them: 32 KiB of pages (eight of 4 KiB), at least one, as the time between two offers is
+/// mostly the reading of their bytes.
+pub(super) const RESCHED_EVERY: usize = if PAGE_SIZE >= 32 << 10 {
+    1
+} else {
+    (32 << 10) / PAGE_SIZE
+};
 
 /// A page of a batch, with its rmap_item, taken off its address space's list meanwhile.
 pub(super) struct Entry {
@@ -114,7 +125,8 @@ pub(super) fn skip_age(age: u8) -> u8 {
 /// the next `full_scans` to see them unmerged (the selftest `ksm_tests -U`), saw a pass end that
 /// had looked at its first page before the write. (An address space's first pass, with no
 /// items yet, and larger ones keep the batches of [`PINNED_SHARE`].)
-const SMALL_SPACE: usize = RESCHED_EVERY;
+/// (A count of pages, not an amount of memory: what makes such a space small is its few steps.)
+const SMALL_SPACE: usize = 8;
 
 /// Whether `batch`, whose gathering stopped at `gathered`, holds a small address space whole
 /// ([`SMALL_SPACE`]) and ends the pass: then the pages it finds merged already are looked at
