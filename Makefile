@@ -5,6 +5,7 @@
 #   make vm KSM=.. CMD='..'    boot that kernel, run CMD in the guest, exit with its status
 #   make kunit                 the KUnit suites of the rksm kernel, KTAP and a table
 #   make test                  everything, ends with `N passed, N failed`
+#   make series                rksm as a git am-able patch series on 6.12.117, in build/series/
 #   make run                   ksmpages best and worst on the rksm kernel, with a table
 #   make bench                 C KSM and rksm side by side
 #   make torture               the torture on the debug kernels (DURATION, default 30 min;
@@ -20,7 +21,8 @@ export KSM CMD
 
 S := scripts
 
-.PHONY: all setup kernel kernels vm kunit test run bench torture clippy check fmt clean distclean
+.PHONY: all setup kernel kernels vm kunit test series run bench torture clippy check fmt clean \
+	distclean
 
 all: test
 
@@ -43,6 +45,9 @@ kunit: setup
 
 test: setup
 	@$(S)/test.sh
+
+series: setup
+	@$(S)/series.sh
 
 run: setup
 	@$(S)/run.sh

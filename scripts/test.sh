@@ -33,6 +33,21 @@ if [[ " $KERNELS " == *" rust "* ]]; then
 	"$PROJECT/scripts/compile-fail.sh" > "$B/test/rust/compile_fail/compile_fail.out" 2>&1
 	echo $? > "$B/test/rust/compile_fail/compile_fail.rc"
 	set -e
+	# The patch series (make series): git am applies it to a pristine 6.12.117 and it gives the
+	# tree these kernels were built from.
+	d=$B/test/rust/series
+	mkdir -p "$d"
+	set +e
+	CHECK=1 "$PROJECT/scripts/series.sh" > "$d/git_am.log" 2>&1
+	rc=$?
+	set -e
+	{
+		echo "1..1"
+		[ $rc = 0 ] || printf 'not '
+		echo "ok 1 - make series: git am on a pristine 6.12.117 gives build/linux's tree"
+		sed 's/^/# /' "$d/git_am.log"
+	} > "$d/git_am.out"
+	echo $rc > "$d/git_am.rc"
 fi
 # The KUnit suites through the kernel's own runner, kunit.py, on User-Mode Linux (make kunit).
 if [[ " $KERNELS " == *" rust "* ]]; then
