@@ -1,10 +1,12 @@
 # rksm: Kernel Samepage Merging in Rust. `make run` shows it merging; `make test` is CI's verdict.
 #
 #   make setup                 host packages and bindgen (every target below runs it first)
-#   make kernel KSM=rust|c     build/bzImage-$(KSM) from the one tree in build/
+#   make kernel KSM=rust|c     build/bzImage-$(KSM) from the one tree in build/ (ARCH=arm64
+#                              PAGE=4K|16K|64K: build/Image-$(KSM)-arm64-16k, ...)
 #   make vm KSM=.. CMD='..'    boot that kernel, run CMD in the guest, exit with its status
 #   make kunit                 the KUnit suites of the rksm kernel, KTAP and a table
 #   make test                  everything, ends with `N passed, N failed`
+#   make test-arm64            make test's suites on arm64, at each page size of PAGES
 #   make series                rksm as a git am-able patch series on 6.12.117, in build/series/
 #   make run                   ksmpages best and worst on the rksm kernel, with a table
 #   make bench                 C KSM and rksm side by side
@@ -21,13 +23,17 @@ export KSM CMD
 
 S := scripts
 
-.PHONY: all setup kernel kernels vm kunit test series run bench torture clippy check fmt clean \
-	distclean
+.PHONY: all setup kernel kernels vm kunit test test-arm64 series run bench torture clippy check fmt \
+	clean distclean
 
 all: test
 
 setup:
-	@$(S)/setup.sh
+	@EXTRA_PKGS="$(ARM64_PKGS) $(EXTRA_PKGS)" $(S)/setup.sh
+
+# ARCH=arm64 needs the cross tools and QEMU's arm64 emulator too.
+ARM64_PKGS = $(if $(filter arm64,$(ARCH)),qemu-system-arm gcc-aarch64-linux-gnu \
+	libc6-dev-arm64-cross mmdebstrap)
 
 kernel: setup
 	@$(S)/kernel.sh
@@ -45,6 +51,9 @@ kunit: setup
 
 test: setup
 	@$(S)/test.sh
+
+test-arm64:
+	@$(S)/test-arm64.sh
 
 series: setup
 	@$(S)/series.sh

@@ -17,28 +17,36 @@
 # FLAVOR=debug builds the test kernels with the memory-safety checkers on (KASAN, KFENCE, kmemleak,
 # UBSAN, Rust debug assertions; kernel/config/debug.config), in build/obj-debug, leaving
 # build/bzImage-debug-$KSM: what the race regressions and the torture run on.
+#
+# ARCH=arm64 PAGE=4K|16K|64K builds any of the QEMU flavours for arm64 (QEMU's virt machine,
+# kernel/config/arch-arm64.config) with that page size instead, in their own output directories
+# (build/obj-arm64-16k, build/obj-debug-arm64-16k, ...), leaving build/Image-$KSM-arm64-16k,
+# build/Image-debug-$KSM-arm64-16k, ... The source tree is the same one. Without ARCH, the host's
+# x86_64 (kernel/config/arch-x86_64.config), as before.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
 KSM=${KSM:-rust}
 case $KSM in rust|c) ;; *) die "KSM must be rust or c, not '$KSM'" ;; esac
 FLAVOR=${FLAVOR:-test}
+# The target (lib.sh's target()); kbuild's ARCH stays unset for x86_64, as it always was.
+if [ "$FLAVOR" = um ]; then
+	case ${ARCH:-um} in
+	um|x86|x86_64) ;;
+	*) die "FLAVOR=um is x86_64's native kernel, not one for ARCH=$ARCH" ;;
+	esac
+	unset ARCH
+fi
+target
+if [ "$TARGET" = arm64 ]; then export ARCH=arm64; else unset ARCH; fi
 case $FLAVOR in
-test) NAME=$KSM ;;
-bench) NAME=bench-$KSM; OBJ=$B/obj-bench ;;
-debug) NAME=debug-$KSM; OBJ=$B/obj-debug ;;
-um) NAME=um-$KSM; OBJ=$B/obj-um; export ARCH=um ;;
+test) NAME=$KSM$SFX; OBJ=$B/obj$SFX ;;
+bench) NAME=bench-$KSM$SFX; OBJ=$B/obj-bench$SFX ;;
+debug) NAME=debug-$KSM$SFX; OBJ=$B/obj-debug$SFX ;;
+um) NAME=um-$KSM; OBJ=$B/obj-um; TARGET=um; export ARCH=um ;;
 *) die "FLAVOR must be test, bench, debug or um, not '$FLAVOR'" ;;
 esac
 mkdir -p "$B/logs"
-
-# Which project files go where in the kernel tree.
-# project path -> tree path
-tree_map() {
-	(cd "$PROJECT" && find rust samples Documentation -type f ! -name '*~' 2>/dev/null | sort | sed 's|.*|& &|' || true)
-	(cd "$PROJECT" && find tests/kunit -type f -name '*.rs' 2>/dev/null | sort |
-		sed 's|^tests/kunit/\(.*\)|& samples/rust/rksm/kunit/\1|' || true)
-}
 
 # The alignment of loops, in bytes, that a kernel is built with (see build()): 64 for the
 # kernels that make bench times (bench, and um: the native ones), the compilers' default
@@ -53,6 +61,7 @@ inputs_hash() {
 	{
 		stat -c '%n %s %Y' "$TARBALL"
 		echo "$KSM $FLAVOR ${CLIPPY:-0} $(loop_align)"
+		[ "$TARGET" = arm64 ] && echo "$TARGET $PAGE"
 		cd "$PROJECT"
 		tree_map | while read -r p _; do sha256sum "$p"; done
 		sha256sum kernel/config/* kernel/patches/* scripts/kernel.sh scripts/lib.sh
@@ -105,14 +114,20 @@ apply_patches() {
 }
 
 configure() {
-	local frags=("$PROJECT/kernel/config/base.config" "$PROJECT/kernel/config/ksm-$KSM.config")
+	local frags=("$PROJECT/kernel/config/base.config" "$PROJECT/kernel/config/arch-$TARGET.config"
+		"$PROJECT/kernel/config/ksm-$KSM.config")
 	[ "$FLAVOR" = um ] && frags=("$PROJECT/kernel/config/um.config" "$PROJECT/kernel/config/ksm-$KSM.config")
+	if [ "$TARGET" = arm64 ]; then
+		mkdir -p "$OBJ"
+		echo "CONFIG_ARM64_${PAGE}_PAGES=y" > "$OBJ/page.config"
+		frags+=("$OBJ/page.config")
+	fi
 	[ "$FLAVOR" = bench ] && frags+=("$PROJECT/kernel/config/bench.config")
 	[ "$FLAVOR" = debug ] && frags+=("$PROJECT/kernel/config/debug.config")
 	local key
 	key=$({ cat "${frags[@]}" "$SRC/.rksm-patches"/*.patch 2>/dev/null || true; } | sha256sum | cut -d' ' -f1)
 	[ -f "$OBJ/.config" ] && [ "$(cat "$OBJ/.rksm-config" 2>/dev/null)" = "$key" ] && return
-	say "configure: tinyconfig + $(printf '%s ' "${frags[@]#"$PROJECT/"}")"
+	say "configure: tinyconfig + $(printf '%s ' "${frags[@]}" | sed "s|$PROJECT/||g")"
 	mkdir -p "$OBJ"
 	kmake -s tinyconfig >/dev/null
 	(cd "$SRC" && scripts/kconfig/merge_config.sh -m -O "$OBJ" "$OBJ/.config" "${frags[@]}") \
@@ -139,7 +154,7 @@ build() {
 	# A full build's step count, shown as the total when the tree builds from nothing.
 	total=0
 	[ -f "$OBJ/vmlinux" ] || total=$(cat "$OBJ/.rksm-steps" 2>/dev/null || echo 2070)
-	say "build KSM=$KSM FLAVOR=$FLAVOR (log: build/logs/kernel-$NAME.log)"
+	say "build KSM=$KSM FLAVOR=$FLAVOR${SFX:+ ARCH=$ARCH PAGE=$PAGE} (log: build/logs/kernel-$NAME.log)"
 	set +e
 	# The bench kernels align every loop, C and Rust alike, to 64 bytes. Under TCG, code that
 	# straddles a 4 KiB page cannot chain its translation blocks, and a hot loop that does runs
@@ -147,8 +162,9 @@ build() {
 	# depending on where the link put it); the kernel's default alignment of loops (1 byte)
 	# would make each kernel's speed depend on where its hot loops happen to fall. The native
 	# (um) kernels do the same: there it left rksm's speed as it was and made C KSM's worst case
-	# faster (Documentation/mm/rksm.rst, "Native timings").
-	local align=() target=bzImage image=arch/x86/boot/bzImage out=bzImage-$NAME
+	# faster (Documentation/mm/rksm-measurements.rst, "Loop alignment, natively").
+	local align=() target=$IMAGE image=arch/x86/boot/bzImage out=$IMAGE-$NAME
+	[ "$TARGET" = arm64 ] && image=arch/arm64/boot/Image
 	local a
 	a=$(loop_align)
 	[ "$a" != 1 ] && align=(KCFLAGS=-falign-loops=$a KRUSTFLAGS=-Cllvm-args=-align-loops=$a)
@@ -194,7 +210,7 @@ if [ -n "${PREPARE:-}" ]; then
 	link_files
 	exit 0
 fi
-OUT=bzImage-$NAME
+OUT=$IMAGE-$NAME
 [ "$FLAVOR" = um ] && OUT=linux-$NAME
 hash=$(inputs_hash)
 if [ -z "${FORCE:-}" ] && [ -f "$B/$OUT" ] && [ "$(cat "$B/$OUT.inputs" 2>/dev/null)" = "$hash" ]; then

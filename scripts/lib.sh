@@ -60,6 +60,33 @@ console_log() {
 # shellcheck disable=SC2034
 OWN_WARNINGS='^(warning|error)(\[|:)|(samples/rust/rksm|kunit_suite|rust/kernel/(mm|rb|ksm|kthread|sysfs|slab)).*: warning:'
 
+# Which project files go where in the kernel tree (scripts/kernel.sh links them, scripts/series.sh
+# commits them): lines of "project-path tree-path".
+tree_map() {
+	(cd "$PROJECT" && find rust samples Documentation -type f ! -name '*~' 2>/dev/null | sort | sed 's|.*|& &|' || true)
+	(cd "$PROJECT" && find tests/kunit -type f -name '*.rs' 2>/dev/null | sort |
+		sed 's|^tests/kunit/\(.*\)|& samples/rust/rksm/kunit/\1|' || true)
+}
+
+# The target of a QEMU kernel, from ARCH and PAGE: TARGET (x86_64, the host's, or arm64), PAGE
+# (4K; arm64 also 16K or 64K), SFX (what the names and output directories of arm64 kernels carry,
+# -arm64-16k), IMAGE (bzImage or Image). x86_64 names carry nothing, as before arm64 came.
+target() {
+	TARGET=${ARCH:-x86_64}
+	case $TARGET in x86|x86_64) TARGET=x86_64 ;; esac
+	PAGE=${PAGE:-4K}
+	SFX=
+	IMAGE=bzImage
+	case $TARGET in
+	x86_64) [ "$PAGE" = 4K ] || die "PAGE=$PAGE: x86_64 has 4K pages only" ;;
+	arm64)
+		case $PAGE in 4K|16K|64K) ;; *) die "PAGE must be 4K, 16K or 64K, not '$PAGE'" ;; esac
+		SFX=-arm64-$(echo "$PAGE" | tr K k)
+		IMAGE=Image ;;
+	*) die "ARCH must be x86_64 or arm64, not '$TARGET'" ;;
+	esac
+}
+
 say() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
 die() { printf 'error: %s\n' "$*" >&2; exit 1; }
 

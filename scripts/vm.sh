@@ -7,22 +7,37 @@
 #
 # Environment: KSM, CMD, KUNIT=1 (run the built-in KUnit suites at boot), KUNIT_FILTER (glob),
 # APPEND (more kernel arguments), TIMEOUT (seconds, default 1800), ACCEL (kvm|tcg), QUIET=1 (no
-# command output on stdout; it is still in the run directory), VM_RUN (run directory to use).
+# command output on stdout; it is still in the run directory), VM_RUN (run directory to use),
+# ARCH=arm64 PAGE=4K|16K|64K (boot build/Image-$KSM-arm64-16k, ...: QEMU's arm64 virt machine,
+# with build/arm64/root, scripts/root-arm64.sh, for the root, and the test programs of
+# build/tests-arm64 and build/selftests-arm64 seen at build/tests and build/selftests). A KERNEL
+# named Image-* is an arm64 one.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
 KSM=${KSM:-rust}
 CMD=${CMD:-true}
 TIMEOUT=${TIMEOUT:-1800}
-KERNEL=${KERNEL:-$B/bzImage-$KSM}
-[ -f "$KERNEL" ] || die "$KERNEL is missing: run make kernel KSM=$KSM"
+case $(basename "${KERNEL:-}") in Image-*) ARCH=arm64 ;; esac
+target
+KERNEL=${KERNEL:-$B/$IMAGE-$KSM$SFX}
+[ -f "$KERNEL" ] || die "$KERNEL is missing: run make kernel KSM=$KSM${SFX:+ ARCH=$TARGET PAGE=$PAGE}"
+
+# The guest's root (mounted read-only) and the busybox of its initramfs.
+ROOT=/
+BUSYBOX=/bin/busybox
+if [ "$TARGET" = arm64 ]; then
+	"$PROJECT/scripts/root-arm64.sh"
+	ROOT=$B/arm64/root
+	BUSYBOX=$ROOT/bin/busybox
+fi
 
 mkdir -p "$B/vm"
-INITRD=$B/vm/initramfs.cpio
-if ! [ -f "$INITRD" ] || [ "$PROJECT/scripts/vm-init.sh" -nt "$INITRD" ]; then
+INITRD=$B/vm/initramfs-$TARGET.cpio
+if ! [ -f "$INITRD" ] || [ "$PROJECT/scripts/vm-init.sh" -nt "$INITRD" ] || [ "$BUSYBOX" -nt "$INITRD" ]; then
 	rm -rf "$B/vm/initramfs"
 	mkdir -p "$B/vm/initramfs/bin"
-	cp /bin/busybox "$B/vm/initramfs/bin/busybox"
+	cp "$BUSYBOX" "$B/vm/initramfs/bin/busybox"
 	cp "$PROJECT/scripts/vm-init.sh" "$B/vm/initramfs/init"
 	chmod +x "$B/vm/initramfs/init"
 	(cd "$B/vm/initramfs" && find . | cpio -o -H newc --quiet) > "$INITRD"
@@ -34,26 +49,44 @@ mkdir -p "$RUN"
 printf '%s\n' "$CMD" > "$RUN/cmd.sh"
 pwd > "$RUN/cwd"
 
-qemu_cmd() { # accel, kernel args
-	local accel=$1 cpu=max
+qemu_cmd() { # accel
+	local accel=$1 cpu=max machine
 	shift
 	[ "$accel" = kvm ] && cpu=qemu64
-	echo qemu-system-x86_64 -nodefaults -display none -no-reboot \
-		-machine q35 -accel "$accel" -cpu "$cpu" -smp 2,sockets=2,cores=1,threads=1 -m 2G \
+	machine="qemu-system-x86_64 -machine q35 -cpu $cpu"
+	# Pointer authentication's architected algorithm (QARMA) is slow to emulate: QEMU's own
+	# (impdef) keeps every check and is much faster under TCG.
+	[ "$TARGET" = arm64 ] && machine="qemu-system-aarch64 -machine virt -cpu max,pauth-impdef=on"
+	echo "$machine" -nodefaults -display none -no-reboot \
+		-accel "$accel" -smp 2,sockets=2,cores=1,threads=1 -m 2G \
 		-object memory-backend-ram,id=m0,size=1G -numa node,nodeid=0,cpus=0,memdev=m0 \
 		-object memory-backend-ram,id=m1,size=1G -numa node,nodeid=1,cpus=1,memdev=m1 \
 		-kernel "$KERNEL" -initrd "$INITRD" \
-		-virtfs local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap \
+		-virtfs "local,path=$ROOT,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap" \
 		-virtfs "local,path=$PROJECT,mount_tag=proj,security_model=none,multidevs=remap" \
 		-device virtio-rng-pci
+}
+
+# The console (the kernel's log, to console.log) and the command's output (to stdout): two 8250
+# ports on x86_64; on arm64's virt machine, whose QEMU 7.2 has one UART, the PL011 and a virtio
+# console (hvc0).
+serial_opts() { # console log file
+	if [ "$TARGET" = arm64 ]; then
+		echo "-serial file:$1 -device virtio-serial-pci -chardev stdio,id=out,signal=off" \
+			"-device virtconsole,chardev=out"
+	else
+		echo "-serial file:$1 -chardev stdio,id=out,signal=off -serial chardev:out"
+	fi
 }
 
 # KVM only if a short trial boot works (nested KVM here exists as a device but hangs guests).
 accel() {
 	if [ -n "${ACCEL:-}" ]; then echo "$ACCEL"; return; fi
+	# arm64 on this x86_64 host is emulated whatever the host has.
+	[ "$TARGET" = arm64 ] && { echo tcg; return; }
 	if [ -f "$B/vm/accel" ]; then cat "$B/vm/accel"; return; fi
 	local a=tcg t=$B/vm/kvm-trial
-	if [ -r /dev/kvm ] && [ -w /dev/kvm ]; then
+	if [ "$TARGET" = x86_64 ] && [ -r /dev/kvm ] && [ -w /dev/kvm ]; then
 		rm -rf "$t"; mkdir -p "$t"; echo true > "$t/cmd.sh"; pwd > "$t/cwd"
 		say "trial boot under KVM (once per machine)"
 		# shellcheck disable=SC2046
@@ -80,16 +113,17 @@ fi
 # map of 5-level paging (QEMU's "max" CPU has LA57) for a wild access (a splat at boot, seen once
 # in a few boots, from rcu_is_watching() in an interrupt; nothing of KSM has run yet).
 PAGING=
-case $(basename "$KERNEL") in *debug*) PAGING=no5lvl ;; esac
-APPEND_ALL="console=ttyS0 panic=-1 loglevel=7 $PAGING $KUNIT_ARGS rksm.proj=$PROJECT rksm.run=$RUN ${APPEND:-}"
+case $TARGET/$(basename "$KERNEL") in x86_64/*debug*) PAGING=no5lvl ;; esac
+CONSOLE=ttyS0
+[ "$TARGET" = arm64 ] && CONSOLE=ttyAMA0
+APPEND_ALL="console=$CONSOLE panic=-1 loglevel=7 $PAGING $KUNIT_ARGS rksm.proj=$PROJECT rksm.run=$RUN ${APPEND:-}"
 
 say "boot $(basename "$KERNEL") ($ACCEL, 2 vCPUs, 2 GiB, 2 NUMA nodes)"
 t0=$SECONDS
 set +e
 # shellcheck disable=SC2046
 timeout "$TIMEOUT" $(qemu_cmd "$ACCEL_OPT") $ICOUNT_OPT -append "$APPEND_ALL" \
-	-serial "file:$RUN/console.log" -chardev "stdio,id=out,signal=off" -serial chardev:out \
-	< /dev/null | if [ "${QUIET:-0}" = 1 ]; then cat > "$RUN/output.log"; else tee "$RUN/output.log"; fi
+	$(serial_opts "$RUN/console.log") < /dev/null | if [ "${QUIET:-0}" = 1 ]; then cat > "$RUN/output.log"; else tee "$RUN/output.log"; fi
 qrc=${PIPESTATUS[0]}
 set -e
 

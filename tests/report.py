@@ -217,21 +217,22 @@ SPLAT = re.compile(r"BUG:|WARNING:|Oops|KASAN|UBSAN|Kernel panic|general protect
                    r"DEBUG_LOCKS_WARN_ON|list_(add|del) corruption|unreferenced object|KFENCE:")
 
 
-def collect_um(top):
-    """The cases kunit.py ran on User-Mode Linux (scripts/kunit.sh), from its JSON."""
+def collect_um(top, name="um"):
+    """The cases kunit.py ran on User-Mode Linux (scripts/kunit.sh), from its JSON; `name`
+    um-arm64-16k and the like: its run on arm64 (ARCH=arm64 PAGE=16K make kunit)."""
     import json
-    base = os.path.join(top, "build", "test", "um")
+    base = os.path.join(top, "build", "test", name)
     rcf = os.path.join(base, "kunit.rc")
     if not os.path.exists(rcf):
         # Asked for (make test asks whenever it runs rksm's suites) but never finished.
-        return [Case("um", "kunit.py", "kunit.py run", "fail",
-                     "never finished: no build/test/um/kunit.rc (build/logs/kunit-um.log)")]
+        return [Case(name, "kunit.py", "kunit.py run", "fail",
+                     "never finished: no build/test/%s/kunit.rc (build/logs/kunit-%s.log)" % (name, name))]
     cases = []
 
     def walk(group, suite):
         for c in group.get("test_cases", []):
             status = {"PASS": "pass", "SKIP": "skip"}.get(c["status"], "fail")
-            cases.append(Case("um", "kunit:" + suite, c["name"], status,
+            cases.append(Case(name, "kunit:" + suite, c["name"], status,
                               "" if status == "pass" else "kunit.py: " + c["status"]))
         for g in group.get("sub_groups", []):
             walk(g, g["name"] if suite is None else suite)
@@ -239,16 +240,16 @@ def collect_um(top):
     try:
         walk(json.load(open(os.path.join(base, "kunit.json"))), None)
     except (OSError, ValueError) as e:
-        cases.append(Case("um", "kunit.py", "results", "fail", "no JSON results: %s" % e))
+        cases.append(Case(name, "kunit.py", "results", "fail", "no JSON results: %s" % e))
     rc = int(open(rcf).read().strip() or 1)
     if rc != 0 and all(c.status == "pass" for c in cases):
-        cases.append(Case("um", "kunit.py", "kunit.py run", "fail",
+        cases.append(Case(name, "kunit.py", "kunit.py run", "fail",
                           "exit status %d (build/logs/kunit-um.log)" % rc))
     log = os.path.join(base, "kunit.log")
     lines = open(log, errors="replace").read().splitlines() if os.path.exists(log) else []
     bad = [i for i, line in enumerate(lines) if SPLAT.search(line)
            and not any(e in " ".join(lines[i:i + 2]) for e in UM_EXPECTED_SPLATS)]
-    cases.append(Case("um", "kunit.py", "boot UML, run every suite, clean kernel log",
+    cases.append(Case(name, "kunit.py", "boot UML, run every suite, clean kernel log",
                       "pass" if lines and not bad else "fail",
                       "no kernel log" if not lines else
                       ("build/test/um/kunit.log:%d: %s" % (bad[0] + 1, lines[bad[0]][:150])
@@ -278,18 +279,26 @@ def compare_abi(top, kernels):
         f = os.path.join(top, "build", "test", k, "sysfs", "abi.record")
         return open(f).read().splitlines() if os.path.exists(f) else None
 
-    ref_name, ref = "C KSM, same run", record("c") if "c" in kernels else None
-    if ref is None:
-        ref_name = "tests/vm/sysfs_abi.expected"
-        ref = open(os.path.join(top, "tests", "vm", "sysfs_abi.expected")).read().splitlines()
+    def reference(k):
+        """C KSM's record for kernel `k`: the C kernel of the same run and the same target
+        (c-arm64-16k for rust-arm64-16k) when it ran, else tests/vm/sysfs_abi.expected."""
+        ck = "c" + k[len(k.split("-")[0]):]
+        got = record(ck) if ck in kernels else None
+        if got is not None:
+            return "C KSM, same run", got
+        return ("tests/vm/sysfs_abi.expected",
+                open(os.path.join(top, "tests", "vm", "sysfs_abi.expected")).read().splitlines())
+
     cases = []
     for k in kernels:
-        if k == "c" and ref_name.startswith("C KSM"):
-            continue
-        # The debug kernels' torture boots (rust-debug) leave no ABI record.
-        if "-" in k:
+        impl = k.split("-")[0]
+        # The debug kernels' torture boots (rust-debug, rust-debug-arm64-16k) leave no record.
+        if "debug" in k.split("-"):
             continue
         if not os.path.exists(os.path.join(top, "build", "test", k, "vm.rc")):
+            continue
+        ref_name, ref = reference(k)
+        if impl == "c" and ref_name.startswith("C KSM"):
             continue
         got = record(k)
         if got is None:
@@ -573,9 +582,9 @@ def main():
     else:
         kernels = sys.argv[1:] or ["c", "rust"]
         for k in kernels:
-            cases += collect_um(top) if k == "um" else collect(top, k)
-        cases += compare_abi(top, [k for k in kernels if k != "um"])
-        cases += compare_mm(top, [k for k in kernels if k != "um"])
+            cases += collect_um(top, k) if k.startswith("um") else collect(top, k)
+        cases += compare_abi(top, [k for k in kernels if not k.startswith("um")])
+        cases += compare_mm(top, [k for k in kernels if not k.startswith("um")])
     for c in cases:
         if c.status == "skip":
             key = (c.suite, c.name)

@@ -4,6 +4,8 @@
 # tests/report.py turns them into the verdict. Always exits 0: a failing test is a result.
 set -u
 kernel=$1
+# The KSM it runs: c or rust (an arm64 kernel's name says its page size too: rust-arm64-16k).
+impl=${kernel%%-*}
 # FAULT (second argument) injects a failure on purpose, to show that the harness catches it:
 #   panic     the guest kernel crashes (sysrq c) before the suites run
 #   warning   LKDTM provokes a kernel WARNING, then the suites run as usual
@@ -111,7 +113,7 @@ run ptebits unmerge 300 "$top/build/tests/ptebits" unmerge
 # KSM pages spread over a sparse area, unmerged by madvise, prctl, run=2 and exit
 # (tests/vm/sparse.c): 1 TiB on rksm, whose unmerge looks only at the page tables that are
 # mapped; 16 GiB on C, whose unmerge in 6.12 visits every address (minutes a terabyte under TCG).
-if [ "$kernel" = c ]; then sparse_gib=16; else sparse_gib=1024; fi
+if [ "$impl" = c ]; then sparse_gib=16; else sparse_gib=1024; fi
 run sparse unmerge 300 "$top/build/tests/sparse" $sparse_gib
 
 # The scan-time advisor counts the CPU time of every scanner thread (tests/vm/ksmrace.c).

@@ -2,7 +2,7 @@
 # TAP: the running kernel's KSM is the one it was built with. On the rksm kernel none of the
 # functions of mm/ksm.c's scanner below exists (static ones that the compiler keeps out of line)
 # and rksm's do; on the C kernel the other way round.
-kernel=$1
+kernel=${1%%-*}
 c_syms="ksm_scan_thread break_ksm ksm_get_folio remove_rmap_item_from_tree try_to_merge_with_ksm_page remove_all_stable_nodes"
 c_found=$(awk -v want=" $c_syms " 'index(want, " " $3 " ") { print $3 }' /proc/kallsyms | sort -u | tr '\n' ' ')
 rksm_found=$(grep -c 'rksm.*scan' /proc/kallsyms)
