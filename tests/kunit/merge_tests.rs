@@ -442,14 +442,31 @@ fn gone_pages_and_failed_merges() -> TestResult {
     Ok(())
 }
 
-/// Two contents of one checksum: pages zero but their first 8 bytes, which hold `15300` or
-/// `55660` (their checksums, `PageBytes::checksum`, are equal: found by a search over such
-/// pages with a model of the checksum).
+/// Two contents of one checksum, for each page size the kernel may have: pages zero but their
+/// first 8 bytes, which hold the first or the second number of the pair (their checksums,
+/// `PageBytes::checksum`, are equal: the first such pair from 1 up, found by
+/// `scripts/dev/checksum-collide.c`, a model of the checksum, with `PAGE_SIZE` as its argument).
+const COLLIDING: [(usize, u64, u64); 3] = [
+    (4096, 15300, 55660),
+    (16384, 66483, 124200),
+    (65536, 120522, 140838),
+];
+
 /// `TestPages` of `n` pages, page `i` of the first contents where `colliding[i]`.
 fn colliding_pages(colliding: &[bool]) -> Result<TestPages> {
+    let Some(&(_, first, second)) = COLLIDING
+        .iter()
+        .find(|(size, _, _)| *size == kernel::page::PAGE_SIZE)
+    else {
+        pr_err!(
+            "no colliding pair for {}-byte pages: scripts/dev/checksum-collide.c finds one\n",
+            kernel::page::PAGE_SIZE
+        );
+        return Err(EINVAL);
+    };
     let p = TestPages::new(colliding.len(), Pattern::Worst)?;
     for (i, a) in colliding.iter().enumerate() {
-        let v: u64 = if *a { 15300 } else { 55660 };
+        let v: u64 = if *a { first } else { second };
         p.write(i, kernel::page::PAGE_SIZE - 8, &[0; 8]);
         p.write(i, 0, &v.to_le_bytes());
     }
