@@ -4,9 +4,10 @@
 # that never runs, placed before rksm's) moves the medians of scripts/dev/ab.sh by a few percent,
 # and more turns do not average that away: it is the same for every boot of one image. So each
 # side is built twice or more, the second time with code padding ahead of rksm's (see
-# Documentation/mm/rksm.rst, "The restructuring"), and every image is booted once per turn, in
-# an order that rotates. Prints, per workload, the median over turns of mean(NEW)/mean(OLD), and
-# the median of every pair's per-turn ratio, so that the layout's share is seen.
+# Documentation/mm/rksm-measurements.rst, "The restructuring of 2026-11-26 (issue 21), old image
+# against new"), and every image is booted once per turn, in an order that rotates. Prints, per
+# workload, the median over turns of mean(NEW)/mean(OLD), and the median of every pair's per-turn
+# ratio, so that the layout's share is seen.
 #   OLD="build/ab/A1 build/ab/A2" NEW="build/ab/N1 build/ab/N2" MODES=worst,prefix ROUNDS=10 \
 #   OUT=build/ab/layouts scripts/dev/ab-layouts.sh
 set -euo pipefail

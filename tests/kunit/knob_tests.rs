@@ -8,7 +8,8 @@
 //!
 //! With `max_page_sharing` the two writers always change the value, so the old order could
 //! show one writer's value over the other's, in a window of a few instructions (seen with a
-//! delay added there; see Documentation/mm/rksm.rst). With `merge_across_nodes`, a boolean, one
+//! delay added there; see Documentation/mm/rksm-measurements.rst, "The review's defects and
+//! their regression tests"). With `merge_across_nodes`, a boolean, one
 //! of the two always finds the value it asks for already there and changes nothing, so only one
 //! change races: that half checks that a change applies to every shard or none.
 //!

@@ -29,7 +29,8 @@
 //! descent: a node of another checksum is passed by one comparison, and the domains are compared
 //! only at a node of the key's checksum. Domain first cost every level a second comparison
 //! (always equal under [`Scope::Global`]); under QEMU's instruction counting that order left the
-//! worst case about 1% slower than this one (see `Documentation/mm/rksm.rst`). Either order
+//! worst case about 1% slower than this one (see `Documentation/mm/rksm-measurements.rst`,
+//! "Counted in instructions"). Either order
 //! keeps the pages of one domain and checksum together, which is all a lookup needs.
 //!
 //! Under [`Scope::Global`], the default, there is one domain, and the per-page step runs code
