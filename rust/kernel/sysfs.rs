@@ -49,6 +49,11 @@ pub struct Attribute {
 struct KobjAttr {
     kattr: bindings::kobj_attribute,
     rust: &'static Attribute,
+    /// The group the attribute was registered in. sysfs keeps no pointer to a group once its
+    /// files exist, only to their attributes: this one keeps the group, and the array of
+    /// pointers it holds, reachable from memory that is in use, so that kmemleak, which reports
+    /// allocations that nothing points to, does not report them (C's groups are static).
+    group: *mut bindings::attribute_group,
 }
 
 /// The `show` of every attribute registered here.
@@ -115,7 +120,14 @@ pub fn register_mm_group(name: &'static CStr, attrs: &'static [Attribute]) -> Re
         if a.store.is_some() {
             k.store = Some(store);
         }
-        kattrs.push(KobjAttr { kattr: k, rust: a }, GFP_KERNEL)?;
+        kattrs.push(
+            KobjAttr {
+                kattr: k,
+                rust: a,
+                group: core::ptr::null_mut(),
+            },
+            GFP_KERNEL,
+        )?;
     }
     // The attributes must not move once registered: leak them for the life of the kernel.
     let (kattrs, len, _) = kattrs.into_raw_parts();
@@ -132,6 +144,10 @@ pub fn register_mm_group(name: &'static CStr, attrs: &'static [Attribute]) -> Re
     group.name = name.as_char_ptr();
     group.attrs = ptrs;
     let group = KBox::into_raw(KBox::new(group, GFP_KERNEL)?);
+    for i in 0..len {
+        // SAFETY: `kattrs` has `len` initialised elements, which nothing else uses yet.
+        unsafe { (*kattrs.add(i)).group = group };
+    }
     // SAFETY: `mm_kobj` is the kernel's `/sys/kernel/mm`; the group and everything it points to
     // is leaked, so it lives as long as the files.
     let r = unsafe { bindings::sysfs_create_group(bindings::mm_kobj, group) };
