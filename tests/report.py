@@ -292,8 +292,9 @@ def compare_abi(top, kernels):
     cases = []
     for k in kernels:
         impl = k.split("-")[0]
-        # The debug kernels' torture boots (rust-debug, rust-debug-arm64-16k) leave no record.
-        if "debug" in k.split("-"):
+        # Only the boots that ran tests/vm/guest-tests.sh record the ABI (not rust-debug's
+        # torture, nor rust-noinit's).
+        if not os.path.isdir(os.path.join(top, "build", "test", k, "sysfs")):
             continue
         if not os.path.exists(os.path.join(top, "build", "test", k, "vm.rc")):
             continue

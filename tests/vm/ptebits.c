@@ -196,6 +196,8 @@ int main(int argc, char **argv)
 	api.features = UFFD_FEATURE_PAGEFAULT_FLAG_WP;
 	if (ioctl(uffd, UFFDIO_API, &api))
 		return bail("UFFDIO_API with write-protection");
+	/* Before clear_refs, which clears the area's soft-dirty mark. */
+	tracked = tracks_soft_dirty(area);
 	if (write_str("/proc/self/clear_refs", "4"))
 		return bail("clear_refs");
 	for (i = 0; i < N; i++)
@@ -212,7 +214,6 @@ int main(int argc, char **argv)
 		sd += !!(pm[i] & PM_SOFT_DIRTY);
 		wp += !!(pm[i] & PM_UFFD_WP);
 	}
-	tracked = tracks_soft_dirty(area);
 	want_sd = tracked ? N : 0;
 	printf("%sok %d before merging, %d of %d pages are soft-dirty and %d uffd-wp protected%s\n",
 	       sd == want_sd && wp == N ? "" : "not ", ++t, sd, N, wp,
