@@ -104,6 +104,7 @@ python3 - "$OUT"/0000-cover-letter.patch "$OUT"/checkpatch.txt <<'EOF'
 import collections
 import re
 import sys
+import textwrap
 
 REASONS = {
     "FILE_PATH_CHANGES": "new files, and no MAINTAINERS entry: who would maintain rksm upstream "
@@ -122,8 +123,9 @@ unexplained = [t for t in found if t not in REASONS]
 why = "checkpatch.pl --strict: no reports."
 if found:
     why = "checkpatch.pl --strict reports, each kind with why it stays:\n" + "\n".join(
-        "  %s (patch %s): %s" % (t, ", ".join(str(n) for n in sorted(set(ps))),
-                                 REASONS.get(t, "NO REASON GIVEN"))
+        textwrap.fill("%s (patch %s): %s" % (t, ", ".join(str(n) for n in sorted(set(ps))),
+                                             REASONS.get(t, "NO REASON GIVEN")),
+                      width=72, initial_indent="  ", subsequent_indent="    ")
         for t, ps in found.items())
 text = open(path).read()
 text = text.replace("*** SUBJECT HERE ***", "rksm: Kernel Samepage Merging in Rust")
