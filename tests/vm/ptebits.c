@@ -299,5 +299,5 @@ int main(int argc, char **argv)
 	printf("%sok %d %d of %d pages read back as written\n", good == N ? "" : "not ", ++t, good,
 	       N);
 
-	return !(merged && apart && sd == N && wp == N && faults == N && good == N);
+	return !(merged && apart && sd == want_sd && wp == N && faults == N && good == N);
 }
