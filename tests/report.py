@@ -244,7 +244,7 @@ def collect_um(top, name="um"):
     rc = int(open(rcf).read().strip() or 1)
     if rc != 0 and all(c.status == "pass" for c in cases):
         cases.append(Case(name, "kunit.py", "kunit.py run", "fail",
-                          "exit status %d (build/logs/kunit-um.log)" % rc))
+                          "exit status %d (build/logs/kunit-%s.log)" % (rc, name)))
     log = os.path.join(base, "kunit.log")
     lines = open(log, errors="replace").read().splitlines() if os.path.exists(log) else []
     bad = [i for i, line in enumerate(lines) if SPLAT.search(line)
