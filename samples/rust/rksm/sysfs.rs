@@ -8,7 +8,10 @@ use crate::domain::Scope;
 use crate::scan;
 use crate::tunables::*;
 use core::fmt::Write;
-use core::sync::atomic::{AtomicI64, Ordering::Relaxed};
+use core::sync::atomic::{
+    AtomicI64,
+    Ordering::{Acquire, Relaxed},
+};
 use kernel::c_str;
 use kernel::mm::ksm as mmksm;
 use kernel::page::PAGE_SIZE;
@@ -48,7 +51,8 @@ show_value!(show_sharing, trees(|t| &t.pages_sharing));
 show_value!(show_unshared, trees(|t| &t.pages_unshared));
 show_value!(show_skipped, get(&STATS.pages_skipped));
 show_value!(show_zero_pages, mmksm::zero_pages());
-show_value!(show_full_scans, get(&STATS.full_scans));
+// Acquire: a reader that sees a pass end sees the counters published before it (`publish`).
+show_value!(show_full_scans, STATS.full_scans.load(Acquire));
 show_value!(show_sample_misses, crate::item::SAMPLE_MISSES.load(Relaxed));
 show_value!(
     show_merge_across_nodes,

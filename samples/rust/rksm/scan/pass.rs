@@ -247,7 +247,11 @@ impl ScanState {
             .pages_skipped
             .store(self.pages_skipped as i64, Relaxed);
         STATS.rmap_items.store(self.rmap_items as i64, Relaxed);
-        STATS.full_scans.store(self.seqnr as i64, Relaxed);
+        // Release, last: the counters of the pass (the shards' too, published before this by
+        // this thread or by helpers it joined) are seen by whoever sees the pass end (selftests
+        // wait for `full_scans` and then read `pages_sharing`). An unlock and lock in between
+        // order them too, but only by the way.
+        STATS.full_scans.store(self.seqnr as i64, Release);
     }
 
     /// Scans up to `n` pages (C's `ksm_do_scan()`), in batches of one address space: with one

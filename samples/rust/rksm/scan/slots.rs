@@ -93,7 +93,11 @@ pub(crate) fn enter(mm: &Mm) -> Result {
         },
         GFP_KERNEL,
     )?;
-    let needs_wakeup = k.nr_slots.load(Relaxed) == 0;
+    // Whether `ksmd` may be asleep for want of slots: counted under the slots lock, which every
+    // change of `nr_slots` holds. (Read before the lock, as C reads its list, a count of one
+    // could go to zero in between and `ksmd` sleep with no timeout after this slot was added:
+    // woken by nothing but a write of `run`.)
+    let needs_wakeup;
     {
         let mut sl = k.slots.lock();
         // Normally just behind the cursor, to let the area settle a little (a fork followed by
@@ -111,7 +115,7 @@ pub(crate) fn enter(mm: &Mm) -> Result {
             sl.insert_at(at, slot)?;
             sl.cursor += 1;
         }
-        k.nr_slots.fetch_add(1, Relaxed);
+        needs_wakeup = k.nr_slots.fetch_add(1, Relaxed) == 0;
     }
     mm.set_flag(MmFlag::VmMergeable);
     if needs_wakeup {
