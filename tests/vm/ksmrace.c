@@ -534,7 +534,31 @@ static size_t hpage_size(void)
 	return size > 0 ? size : 0;
 }
 
-/* The bystander: huge pages over most of free memory; says 'r' when filled, checks on 'v'. */
+/* A counter of /proc/vmstat, or -1. */
+static long vm_counter(const char *name)
+{
+	char line[128];
+	size_t n = strlen(name);
+	long v = -1;
+	FILE *f = fopen("/proc/vmstat", "r");
+
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (!strncmp(line, name, n) && line[n] == ' ') {
+			v = atol(line + n + 1);
+			break;
+		}
+	fclose(f);
+	return v;
+}
+
+/*
+ * The bystander: huge pages over most of free memory; says 'r' when filled, checks on 'v'.
+ * Its memory is locked once filled: the debug boots swap to zram, and kswapd, woken by the
+ * bystander's own huge page faults, could otherwise swap its huge pages out (so that
+ * AnonHugePages drops) while Y's batch runs. A lock does not stop a split.
+ */
 static void huge_owner(int ready, int go)
 {
 	/* Without transparent huge pages, small ones: the check of AnonHugePages then fails. */
@@ -549,6 +573,8 @@ static void huge_owner(int ready, int go)
 		_exit(3);
 	madvise(a, len, MADV_HUGEPAGE);
 	fill_prefixed(a, len / PAGE, 0x77);
+	if (mlock(a, len))
+		printf("# the bystander could not lock its memory: %s\n", strerror(errno));
 	if (write(ready, &c, 1) != 1 || read(go, &c, 1) != 1)
 		_exit(3);
 	bad = first_wrong_prefixed(a, len / PAGE, 0x77);
@@ -568,7 +594,7 @@ static void scenario_bystander(double budget)
 	while (now() < end) {
 		/* X then Y in one area, so that ksmd meets X's pages first in each pass. */
 		char *xy = map_pages(2 * NX), *y = xy + NX * PAGE;
-		long before, after, unshared, sc;
+		long before, after, unshared, sc, splits, swapped;
 		int p[2], q[2], st;
 		pid_t pid;
 		char c;
@@ -600,6 +626,8 @@ static void scenario_bystander(double budget)
 			exit(2);
 		before = anon_huge_kb(pid);
 		huge_rounds += before > 0;
+		splits = vm_counter("thp_split_page");
+		swapped = vm_counter("pswpout");
 		/* Y's batch, now: ksmd wakes when sleep_millisecs changes. */
 		timely += knob("pages_scanned") == sc;
 		set_knob("sleep_millisecs", 1);
@@ -607,10 +635,15 @@ static void scenario_bystander(double budget)
 			usleep(2000);
 		set_knob("sleep_millisecs", 60000);
 		after = anon_huge_kb(pid);
+		/* Huge pages split and pages swapped out anywhere meanwhile: who took them. */
+		splits = vm_counter("thp_split_page") - splits;
+		swapped = vm_counter("pswpout") - swapped;
 		if (after < before) {
 			split++;
 			printf("# round %d: the bystander's huge pages went from %ld to %ld kB\n",
 			       rounds, before, after);
+			printf("# round %d: meanwhile thp_split_page +%ld, pswpout +%ld\n",
+			       rounds, splits, swapped);
 		}
 		c = 'v';
 		if (write(q[1], &c, 1) != 1)
