@@ -534,23 +534,17 @@ static size_t hpage_size(void)
 	return size > 0 ? size : 0;
 }
 
-/* A counter of /proc/vmstat, or -1. */
-static long vm_counter(const char *name)
+/*
+ * A counter of PMD-sized huge pages in the kernel's per-size statistics, or -1. (The test
+ * kernels have no /proc/vmstat events: CONFIG_VM_EVENT_COUNTERS is off.)
+ */
+static long thp_stat(const char *name)
 {
-	char line[128];
-	size_t n = strlen(name);
-	long v = -1;
-	FILE *f = fopen("/proc/vmstat", "r");
+	char path[160];
 
-	if (!f)
-		return -1;
-	while (fgets(line, sizeof(line), f))
-		if (!strncmp(line, name, n) && line[n] == ' ') {
-			v = atol(line + n + 1);
-			break;
-		}
-	fclose(f);
-	return v;
+	snprintf(path, sizeof(path), "/sys/kernel/mm/transparent_hugepage/hugepages-%ldkB/stats/%s",
+		 read_long(HPAGE_PMD_SIZE) / 1024, name);
+	return read_long(path);
 }
 
 /*
@@ -594,7 +588,10 @@ static void scenario_bystander(double budget)
 	while (now() < end) {
 		/* X then Y in one area, so that ksmd meets X's pages first in each pass. */
 		char *xy = map_pages(2 * NX), *y = xy + NX * PAGE;
-		long before, after, unshared, sc, splits, swapped;
+		/* The kernel's counters of what can take huge pages from a process. */
+		static const char *const took[] = { "split", "split_failed", "swpout",
+						    "swpout_fallback" };
+		long before, after, unshared, sc, moved[4];
 		int p[2], q[2], st;
 		pid_t pid;
 		char c;
@@ -626,8 +623,8 @@ static void scenario_bystander(double budget)
 			exit(2);
 		before = anon_huge_kb(pid);
 		huge_rounds += before > 0;
-		splits = vm_counter("thp_split_page");
-		swapped = vm_counter("pswpout");
+		for (int i = 0; i < 4; i++)
+			moved[i] = thp_stat(took[i]);
 		/* Y's batch, now: ksmd wakes when sleep_millisecs changes. */
 		timely += knob("pages_scanned") == sc;
 		set_knob("sleep_millisecs", 1);
@@ -635,15 +632,16 @@ static void scenario_bystander(double budget)
 			usleep(2000);
 		set_knob("sleep_millisecs", 60000);
 		after = anon_huge_kb(pid);
-		/* Huge pages split and pages swapped out anywhere meanwhile: who took them. */
-		splits = vm_counter("thp_split_page") - splits;
-		swapped = vm_counter("pswpout") - swapped;
+		/* What moved anywhere meanwhile: who took them. */
+		for (int i = 0; i < 4; i++)
+			moved[i] = thp_stat(took[i]) - moved[i];
 		if (after < before) {
 			split++;
 			printf("# round %d: the bystander's huge pages went from %ld to %ld kB\n",
 			       rounds, before, after);
-			printf("# round %d: meanwhile thp_split_page +%ld, pswpout +%ld\n",
-			       rounds, splits, swapped);
+			printf("# round %d: meanwhile %s +%ld, %s +%ld, %s +%ld, %s +%ld\n", rounds,
+			       took[0], moved[0], took[1], moved[1], took[2], moved[2], took[3],
+			       moved[3]);
 		}
 		c = 'v';
 		if (write(q[1], &c, 1) != 1)
