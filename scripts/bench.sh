@@ -37,10 +37,7 @@ fi
 "$PROJECT/scripts/selftests.sh"
 "$PROJECT/scripts/guest-progs.sh"
 
-# The QEMU guests' initramfs: nothing but tests/vm/nested_init.c as /init.
-mkdir -p "$B/bench/nested"
-cp "$B/tests/nested_init" "$B/bench/nested/init"
-(cd "$B/bench/nested" && echo init | cpio -o -H newc --quiet) > "$B/bench/nested.cpio"
+# The QEMU guests' initramfs is build/tests/nested.cpio (scripts/guest-progs.sh).
 
 rm -f "$B"/bench/raw-*.jsonl
 rm -rf "$B"/vm/bench-*

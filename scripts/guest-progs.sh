@@ -16,3 +16,12 @@ for src in "$PROJECT"/tests/vm/*.c; do
 	[ -x "$exe" ] && [ "$exe" -nt "$src" ] && continue
 	$CC -O2 -static -Wall -Werror -o "$exe" "$src" || die "cannot build $src"
 done
+# The initramfs of the small QEMU guests that tests boot inside the VM (make bench's qemu part,
+# tests/vm/mem_merge.py): nothing but nested_init as /init. x86 only: they boot build/bzImage-c.
+if [ "$TARGET" = x86_64 ] && ! [ "$out/nested.cpio" -nt "$out/nested_init" ]; then
+	rm -rf "$out/nested"
+	mkdir -p "$out/nested"
+	cp "$out/nested_init" "$out/nested/init"
+	(cd "$out/nested" && echo init | cpio -o -H newc --quiet) > "$out/nested.cpio"
+	rm -rf "$out/nested"
+fi

@@ -5,7 +5,7 @@ set -euo pipefail
 
 PKGS=(linux-source-6.12 rustc-web rust-web-src clang-19 lld-19 llvm-19 libclang-19-dev
       qemu-system-x86 flex bison libelf-dev libssl-dev bc cpio ccache libnuma-dev
-      busybox-static python3 rsync kmod rust-web-clippy rustfmt-web)
+      busybox-static python3 rsync kmod rust-web-clippy rustfmt-web procps)
 # EXTRA_PKGS: what one command needs beyond these (make bench: python3-matplotlib for its plot).
 read -r -a extra <<< "${EXTRA_PKGS:-}"
 PKGS+=("${extra[@]}")
@@ -28,4 +28,22 @@ if ! [ -x "$BINDGEN" ] || ! "$BINDGEN" --version 2>/dev/null | grep -q " $BINDGE
 	echo "setup: cargo install bindgen-cli $BINDGEN_VERSION"
 	# Build bindgen with the system compiler so that no rustup toolchain is needed.
 	RUSTC=/usr/bin/rustc cargo install --quiet --locked --version "$BINDGEN_VERSION" bindgen-cli
+fi
+
+# Debian's ksmtuned, unpacked (not installed: installed, it would start and drive the host's KSM)
+# into build/ksmtuned, where the guest test tests/vm/ksmtuned.py runs its script unmodified.
+KSMTUNED_VERSION=4.20150326+b1
+KSMTUNED=$(cd "$(dirname "$0")/.." && pwd)/build/ksmtuned
+if ! [ -f "$KSMTUNED/usr/sbin/ksmtuned" ] || ! [ -f "$KSMTUNED/version-$KSMTUNED_VERSION" ]; then
+	echo "setup: unpacking Debian's ksmtuned $KSMTUNED_VERSION into build/ksmtuned"
+	tmp=$(mktemp -d)
+	if ! (cd "$tmp" && apt-get download -qq "ksmtuned=$KSMTUNED_VERSION" 2>/dev/null); then
+		SUDO=; [ "$(id -u)" = 0 ] || SUDO=sudo
+		$SUDO apt-get update -qq
+		(cd "$tmp" && apt-get download -qq "ksmtuned=$KSMTUNED_VERSION")
+	fi
+	rm -rf "$KSMTUNED"
+	dpkg-deb -x "$tmp"/ksmtuned_*.deb "$KSMTUNED"
+	touch "$KSMTUNED/version-$KSMTUNED_VERSION"
+	rm -rf "$tmp"
 fi

@@ -561,6 +561,37 @@ def print_failed_logs(cases, top, files=4, lines=15):
         print("(%d more failed outputs under build/test)" % (len(logs) - files))
 
 
+def compare_ksmtuned(top, kernels):
+    """rksm's ksmtuned decisions must equal C KSM's of the same run (and target), line for line:
+    tests/vm/ksmtuned.py's record holds each adjust's phase, decision and which side of each
+    threshold ksmtuned's two inputs fell, no memory figure (those differ a little between the
+    two kernels)."""
+    def record(k):
+        f = os.path.join(top, "build", "test", k, "ksmtuned", "decisions.record")
+        return open(f).read().splitlines() if os.path.exists(f) else None
+
+    cases = []
+    for k in kernels:
+        impl = k.split("-")[0]
+        ck = "c" + k[len(impl):]
+        # Without C in the run, the test's own check of the designed decisions stands alone.
+        if impl == "c" or ck not in kernels or not os.path.isdir(
+                os.path.join(top, "build", "test", k, "ksmtuned")):
+            continue
+        want, have = record(ck), record(k)
+        name = "ksmtuned: the same decisions as C KSM's, same run (%d adjusts)" % len(want or [])
+        if want is None or have is None:
+            cases.append(Case(k, "ksmtuned", name, "fail", "no record from %s"
+                              % (ck if want is None else k)))
+        elif want == have:
+            cases.append(Case(k, "ksmtuned", name, "pass"))
+        else:
+            i = next((i for i, (a, b) in enumerate(zip(want + [""], have + [""])) if a != b))
+            cases.append(Case(k, "ksmtuned", name, "fail", "C KSM: %r, here: %r"
+                              % ((want + ["(nothing)"])[i], (have + ["(nothing)"])[i])))
+    return cases
+
+
 def main():
     top = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
     cases = []
@@ -586,6 +617,7 @@ def main():
             cases += collect_um(top, k) if k.startswith("um") else collect(top, k)
         cases += compare_abi(top, [k for k in kernels if not k.startswith("um")])
         cases += compare_mm(top, [k for k in kernels if not k.startswith("um")])
+        cases += compare_ksmtuned(top, [k for k in kernels if not k.startswith("um")])
     for c in cases:
         if c.status == "skip":
             key = (c.suite, c.name)

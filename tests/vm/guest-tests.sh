@@ -121,6 +121,15 @@ run races advisor 300 "$top/build/tests/ksmrace" advisor 150
 
 workloads ""
 
+# Operators' tools. Debian's ksmtuned, unmodified, makes the same run and pages_to_scan
+# decisions from the same memory pressure (tests/vm/ksmtuned.py; tests/report.py compares the
+# record with C's of the same run). QEMU guests with mem-merge=on merge, one with mem-merge=off
+# beside them does not (tests/vm/mem_merge.py; x86 guests inside the VM).
+run ksmtuned decisions 600 python3 "$top/tests/vm/ksmtuned.py" "$out/ksmtuned/decisions.record"
+if [ "$(uname -m)" = x86_64 ]; then
+	run qemu mem_merge 1500 python3 "$top/tests/vm/mem_merge.py"
+fi
+
 # rksm's merge domains: no frame shared across cgroups or processes when asked, a process that
 # moves follows its new cgroup (tests/vm/merge_scope.py).
 if [ -e /sys/kernel/mm/ksm/merge_scope ]; then

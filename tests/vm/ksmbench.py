@@ -210,7 +210,7 @@ class Guest:
 
     def __init__(self, n, mib):
         kernel = os.path.join(TOP, "build", "bzImage-c")
-        initrd = os.path.join(TOP, "build", "bench", "nested.cpio")
+        initrd = os.path.join(TOP, "build", "tests", "nested.cpio")
         self.lines = []
         self.p = subprocess.Popen(
             ["qemu-system-x86_64", "-nodefaults", "-display", "none", "-no-reboot",

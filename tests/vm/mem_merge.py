@@ -1,0 +1,170 @@
+#!/usr/bin/env python3
+"""QEMU's mem-merge property against the running kernel's KSM (in the guest). Prints TAP.
+
+Boots three small QEMU guests (TCG, 96 MiB, build/bzImage-c with tests/vm/nested_init.c as
+/init, as tests/vm/ksmbench.py does: each fills 16 MiB with the same pattern), two with
+-machine mem-merge=on and one with mem-merge=off, runs ksmd at full speed until pages_sharing
+has not grown for three full scans, then checks: both mem-merge=on QEMUs have merged pages
+(/proc/PID/ksm_merging_pages) and their RAM mapping (the anonymous mapping of exactly 96 MiB)
+carries VmFlag `mg`; the mem-merge=off QEMU has none merged and no `mg` mapping at all; every
+guest still reads its memory right; run=2 leaves nothing merged, and the guests right.
+"""
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+KSM = "/sys/kernel/mm/ksm/"
+TOP = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+KERNEL = os.path.join(TOP, "build", "bzImage-c")
+INITRD = os.path.join(TOP, "build", "tests", "nested.cpio")
+RAM_MIB = 96
+BOOT_S, MERGE_S = 900, 300                    # the three boots, merging to stable
+n_checks = failed = 0
+
+
+def check(ok, what):
+    global n_checks, failed
+    n_checks += 1
+    failed += not ok
+    print("%s %d - %s" % ("ok" if ok else "not ok", n_checks, what), flush=True)
+    return ok
+
+
+def knob(name, value=None):
+    with open(KSM + name, "r" if value is None else "w") as f:
+        return int(f.read().split()[0]) if value is None else f.write(str(value))
+
+
+class Guest:
+    """A QEMU guest as tests/vm/ksmbench.py's Guest, with mem-merge on or off."""
+
+    def __init__(self, name, merge):
+        self.name, self.merge, self.lines = name, merge, []
+        self.p = subprocess.Popen(
+            ["qemu-system-x86_64", "-nodefaults", "-display", "none", "-no-reboot",
+             "-machine", "q35,mem-merge=%s" % ("on" if merge else "off"), "-accel", "tcg",
+             "-cpu", "qemu64", "-m", "%dM" % RAM_MIB, "-kernel", KERNEL, "-initrd", INITRD,
+             "-append", "console=ttyS0 panic=-1 quiet kunit.enable=0 nested.mib=16",
+             "-chardev", "stdio,id=s0,signal=off", "-serial", "chardev:s0"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self):
+        for raw in self.p.stdout:
+            self.lines.append(raw.decode(errors="replace").strip())
+
+    def wait_for(self, pattern, since, timeout):
+        end = time.monotonic() + timeout
+        while time.monotonic() < end and self.p.poll() is None:
+            for line in self.lines[since:]:
+                if re.search(pattern, line):
+                    return line
+            time.sleep(0.5)
+        return None
+
+    def check(self):
+        since = len(self.lines)
+        self.p.stdin.write(b"check\n")
+        self.p.stdin.flush()
+        line = self.wait_for(r"^(ok \d+|BAD)", since, 300)
+        return line is not None and line.startswith("ok")
+
+    def merging(self):
+        with open("/proc/%d/ksm_merging_pages" % self.p.pid) as f:
+            return int(f.read())
+
+    def mappings(self):
+        """(size in bytes, anonymous, has VmFlag mg) of every mapping of the QEMU."""
+        out, cur = [], None
+        with open("/proc/%d/smaps" % self.p.pid) as f:
+            for line in f:
+                m = re.match(r"^([0-9a-f]+)-([0-9a-f]+) \S+ \S+ \S+ \S+\s*(.*)$", line)
+                if m:
+                    cur = [int(m.group(2), 16) - int(m.group(1), 16), not m.group(3)]
+                elif line.startswith("VmFlags:"):
+                    out.append((cur[0], cur[1], "mg" in line.split()[1:]))
+        return out
+
+
+def until_stable(timeout=MERGE_S):
+    """Runs until pages_sharing has not grown for three full scans since it last grew."""
+    best, scans_at, t0 = -1, 0, time.monotonic()
+    while time.monotonic() - t0 < timeout:
+        sharing, scans = knob("pages_sharing"), knob("full_scans")
+        if sharing > best:
+            best, scans_at = sharing, scans
+        elif best > 0 and scans >= scans_at + 3:
+            return True, time.monotonic() - t0
+        time.sleep(0.5)
+    return False, time.monotonic() - t0
+
+
+def main():
+    if not check(os.path.exists(KERNEL) and os.path.exists(INITRD), "%s and %s exist"
+                 % (KERNEL, INITRD)):
+        print("1..%d" % n_checks)
+        return 1
+    saved = {k: knob(k) for k in ("run", "pages_to_scan", "sleep_millisecs")}
+    knob("run", 2)
+    knob("run", 0)
+    t0 = time.monotonic()
+    guests = [Guest("on1", True), Guest("on2", True), Guest("off", False)]
+    try:
+        booted = True
+        for g in guests:                      # one deadline for the three boots
+            wait_s = max(1, t0 + BOOT_S - time.monotonic())
+            if not check(g.wait_for(r"^ready", 0, wait_s) is not None, "%s (mem-merge=%s) "
+                         "booted, %.0f s" % (g.name, "on" if g.merge else "off",
+                                             time.monotonic() - t0)):
+                print("".join("# %s: %s\n" % (g.name, line) for line in g.lines[-5:]), end="")
+                booted = False
+        if not booted:
+            return 1
+        knob("pages_to_scan", 100000)
+        knob("sleep_millisecs", 0)
+        knob("run", 1)
+        stable, secs = until_stable()
+        print("# pages_shared %d, pages_sharing %d after %.0f s; ksm_merging_pages %s" % (
+            knob("pages_shared"), knob("pages_sharing"), secs,
+            ", ".join("%s %d" % (g.name, g.merging()) for g in guests)), flush=True)
+        check(stable, "pages_sharing stopped growing")
+        for g in guests:
+            maps = g.mappings()
+            ram = [mg for size, anon, mg in maps if anon and size == RAM_MIB << 20]
+            if g.merge:
+                check(g.merging() > 0, "%s: %d pages merged" % (g.name, g.merging()))
+                check(ram == [True], "%s: its RAM mapping is mergeable (mg: %s)" % (g.name, ram))
+            else:
+                check(g.merging() == 0, "%s: %d pages merged" % (g.name, g.merging()))
+                check(ram == [False], "%s: its RAM mapping is not mergeable (mg: %s)"
+                      % (g.name, ram))
+                check(not any(mg for _, _, mg in maps), "%s: no mapping is mergeable" % g.name)
+        knob("run", 0)
+        for g in guests:
+            check(g.check(), "%s: every byte of its memory reads back" % g.name)
+        knob("run", 2)
+        left = {g.name: g.merging() for g in guests}
+        check(knob("pages_shared") == knob("pages_sharing") == 0 and not any(left.values()),
+              "run=2: pages_shared %d, pages_sharing %d, ksm_merging_pages %s"
+              % (knob("pages_shared"), knob("pages_sharing"), left))
+        for g in guests:
+            check(g.check(), "%s: every byte reads back after run=2" % g.name)
+    finally:
+        for g in guests:
+            g.p.kill()
+            g.p.wait()
+        knob("run", 2)
+        for k in ("pages_to_scan", "sleep_millisecs", "run"):
+            knob(k, saved[k])
+        print("1..%d" % n_checks)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))  # killed by `timeout`: clean up
+    sys.exit(main())
