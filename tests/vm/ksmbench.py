@@ -206,15 +206,20 @@ def run_selftest(impl, flag, mib, threads, rep):
 
 
 class Guest:
-    """A small QEMU guest (TCG) booting build/bzImage-c with tests/vm/nested_init.c as init."""
+    """A small QEMU guest (TCG, 96 MiB) booting build/bzImage-c with tests/vm/nested_init.c as
+    init, its RAM mergeable (QEMU's mem-merge) unless `merge` is False."""
 
-    def __init__(self, n, mib):
+    RAM_MIB = 96
+
+    def __init__(self, n, mib, merge=True):
         kernel = os.path.join(TOP, "build", "bzImage-c")
         initrd = os.path.join(TOP, "build", "tests", "nested.cpio")
         self.lines = []
+        self.merge = merge
         self.p = subprocess.Popen(
             ["qemu-system-x86_64", "-nodefaults", "-display", "none", "-no-reboot",
-             "-machine", "q35,mem-merge=on", "-accel", "tcg", "-cpu", "qemu64", "-m", "96M",
+             "-machine", "q35,mem-merge=%s" % ("on" if merge else "off"), "-accel", "tcg",
+             "-cpu", "qemu64", "-m", "%dM" % self.RAM_MIB,
              "-kernel", kernel, "-initrd", initrd,
              "-append", "console=ttyS0 panic=-1 quiet kunit.enable=0 nested.mib=%d" % mib,
              "-chardev", "stdio,id=s0,signal=off", "-serial", "chardev:s0"],

@@ -13,16 +13,16 @@ guest still reads its memory right; run=2 leaves nothing merged, and the guests 
 import os
 import re
 import signal
-import subprocess
 import sys
-import threading
 import time
+
+import ksmbench  # tests/vm/, this file's directory
 
 KSM = "/sys/kernel/mm/ksm/"
 TOP = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 KERNEL = os.path.join(TOP, "build", "bzImage-c")
 INITRD = os.path.join(TOP, "build", "tests", "nested.cpio")
-RAM_MIB = 96
+RAM_MIB = ksmbench.Guest.RAM_MIB
 BOOT_S, MERGE_S = 900, 300                    # the three boots, merging to stable
 n_checks = failed = 0
 
@@ -40,39 +40,12 @@ def knob(name, value=None):
         return int(f.read().split()[0]) if value is None else f.write(str(value))
 
 
-class Guest:
-    """A QEMU guest as tests/vm/ksmbench.py's Guest, with mem-merge on or off."""
+class Guest(ksmbench.Guest):
+    """make bench's QEMU guest (16 MiB of the pattern), named, with mem-merge on or off."""
 
     def __init__(self, name, merge):
-        self.name, self.merge, self.lines = name, merge, []
-        self.p = subprocess.Popen(
-            ["qemu-system-x86_64", "-nodefaults", "-display", "none", "-no-reboot",
-             "-machine", "q35,mem-merge=%s" % ("on" if merge else "off"), "-accel", "tcg",
-             "-cpu", "qemu64", "-m", "%dM" % RAM_MIB, "-kernel", KERNEL, "-initrd", INITRD,
-             "-append", "console=ttyS0 panic=-1 quiet kunit.enable=0 nested.mib=16",
-             "-chardev", "stdio,id=s0,signal=off", "-serial", "chardev:s0"],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self):
-        for raw in self.p.stdout:
-            self.lines.append(raw.decode(errors="replace").strip())
-
-    def wait_for(self, pattern, since, timeout):
-        end = time.monotonic() + timeout
-        while time.monotonic() < end and self.p.poll() is None:
-            for line in self.lines[since:]:
-                if re.search(pattern, line):
-                    return line
-            time.sleep(0.5)
-        return None
-
-    def check(self):
-        since = len(self.lines)
-        self.p.stdin.write(b"check\n")
-        self.p.stdin.flush()
-        line = self.wait_for(r"^(ok \d+|BAD)", since, 300)
-        return line is not None and line.startswith("ok")
+        super().__init__(0, 16, merge)
+        self.name = name
 
     def merging(self):
         with open("/proc/%d/ksm_merging_pages" % self.p.pid) as f:
