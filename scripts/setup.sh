@@ -43,6 +43,7 @@ if ! [ -f "$KSMTUNED/usr/sbin/ksmtuned" ] || ! [ -f "$KSMTUNED/version-$KSMTUNED
 		(cd "$tmp" && apt-get download -qq "ksmtuned=$KSMTUNED_VERSION")
 	fi
 	rm -rf "$KSMTUNED"
+	mkdir -p "$KSMTUNED"
 	dpkg-deb -x "$tmp"/ksmtuned_*.deb "$KSMTUNED"
 	touch "$KSMTUNED/version-$KSMTUNED_VERSION"
 	rm -rf "$tmp"
