@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Build the project's guest-side programs (static) into build/tests/; with ARCH=arm64, cross-built
-# into build/tests-arm64/ (an arm64 guest sees them at build/tests: scripts/vm-init.sh).
+# into build/tests-arm64/ (an arm64 guest sees them at build/tests: scripts/vm-guest.sh).
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 target

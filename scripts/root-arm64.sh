@@ -14,6 +14,8 @@ set -euo pipefail
 
 PKGS=bash,dash,coreutils,util-linux,mount,procps,python3,gawk,grep,sed,findutils,kmod,numactl
 PKGS+=,libnuma1,libnuma-dev,busybox-static,diffutils,time,debianutils
+# virtme-ng's shell init (scripts/vm.sh) finds its command's ports by the names udev gives them.
+PKGS+=,udev
 ROOT=$B/arm64/root
 MIRROR=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
 
@@ -29,6 +31,8 @@ if [ "$(cat "$ROOT/.rksm-root" 2>/dev/null)" != "$key" ]; then
 	rm -f "$B/arm64/root.tar"
 	ln -sfn gawk "$ROOT/usr/bin/awk"
 	ln -sfn which.debianutils "$ROOT/usr/bin/which"
+	# virtme-ng's init ends with poweroff -f (systemd-sysv, which would give it, is not wanted).
+	ln -sfn /bin/busybox "$ROOT/usr/sbin/poweroff"
 	mkdir -p "$ROOT/proc" "$ROOT/sys" "$ROOT/dev" "$ROOT/tmp" "$ROOT/run" "$ROOT/root"
 	echo "$key" > "$ROOT/.rksm-root"
 fi

@@ -3,7 +3,7 @@
 # build/selftests/ (static so that they run in the guest whatever its libraries), and the mm
 # selftests that make test runs with every process merged (MM_TESTS, tests/vm/mm-merge-any.sh).
 # With ARCH=arm64: cross-built into build/selftests-arm64/, with the arm64 guest root's libnuma
-# (scripts/root-arm64.sh); an arm64 guest sees them at build/selftests (scripts/vm-init.sh).
+# (scripts/root-arm64.sh); an arm64 guest sees them at build/selftests (scripts/vm-guest.sh).
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 target

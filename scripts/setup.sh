@@ -5,7 +5,8 @@ set -euo pipefail
 
 PKGS=(linux-source-6.12 rustc-web rust-web-src clang-19 lld-19 llvm-19 libclang-19-dev
       qemu-system-x86 flex bison libelf-dev libssl-dev bc cpio ccache libnuma-dev
-      busybox-static python3 rsync kmod rust-web-clippy rustfmt-web procps)
+      busybox-static python3 rsync kmod rust-web-clippy rustfmt-web procps
+      python3-venv udev file)
 # EXTRA_PKGS: what one command needs beyond these (make bench: python3-matplotlib for its plot).
 read -r -a extra <<< "${EXTRA_PKGS:-}"
 PKGS+=("${extra[@]}")
@@ -47,4 +48,17 @@ if ! [ -f "$KSMTUNED/usr/sbin/ksmtuned" ] || ! [ -f "$KSMTUNED/version-$KSMTUNED
 	dpkg-deb -x "$tmp"/ksmtuned_*.deb "$KSMTUNED"
 	touch "$KSMTUNED/version-$KSMTUNED_VERSION"
 	rm -rf "$tmp"
+fi
+
+# virtme-ng (vng), pinned with its dependencies, in a venv of Debian's python3: scripts/vm.sh boots
+# every guest with it. udev (above) is for the guests, whose root is this host's: virtme-ng's init
+# finds its command's output and status ports by the names udev gives them.
+VENV=$(cd "$(dirname "$0")/.." && pwd)/build/venv
+REQ=$(dirname "$0")/vng-requirements.txt
+if ! [ -x "$VENV/bin/vng" ] || ! cmp -s "$REQ" "$VENV/requirements.txt"; then
+	echo "setup: pip install virtme-ng into build/venv ($(sed -n 's/^virtme-ng==//p' "$REQ"))"
+	rm -rf "$VENV"
+	/usr/bin/python3 -m venv "$VENV"
+	"$VENV/bin/pip" install --quiet --disable-pip-version-check -r "$REQ"
+	cp "$REQ" "$VENV/requirements.txt"
 fi
