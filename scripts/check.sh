@@ -45,7 +45,7 @@ for c in rust/helpers/*.c; do
 done
 # Userspace test programs: kernel style, but with libc's types and the volatile sig_atomic_t
 # that C requires of what a signal handler writes.
-for c in tests/vm/*.c; do
+for c in tests/vm/*.c tests/vm/*.h; do
 	say "checkpatch -f $c"
 	"$SRC/scripts/checkpatch.pl" "${cp_args[@]}" --ignore PREFER_KERNEL_TYPES,VOLATILE -f "$c" || bad=1
 done

@@ -13,7 +13,7 @@ fi
 mkdir -p "$out"
 for src in "$PROJECT"/tests/vm/*.c; do
 	exe=$out/$(basename "$src" .c)
-	[ -x "$exe" ] && [ "$exe" -nt "$src" ] && continue
+	[ -x "$exe" ] && [ "$exe" -nt "$src" ] && [ "$exe" -nt "$PROJECT/tests/vm/util.h" ] && continue
 	$CC -O2 -static -Wall -Werror -o "$exe" "$src" || die "cannot build $src"
 done
 # The initramfs of the small QEMU guests that tests boot inside the VM (make bench's qemu part,

@@ -93,3 +93,17 @@ die() { printf 'error: %s\n' "$*" >&2; exit 1; }
 elapsed() { # seconds -> "3m07s"
 	printf '%dm%02ds' $(($1 / 60)) $(($1 % 60))
 }
+
+# Boot one kernel once with every guest suite (tests/vm/guest-tests.sh NAME [FAULT]; KUnit at boot
+# on rksm's), for make test and make test-arm64: results in build/test/NAME, the boot's status in
+# build/test/NAME/vm.rc. ARCH and PAGE, when set, choose the target.
+boot_guest_tests() { # name ksm timeout [fault]
+	local name=$1 k=$2 limit=$3 fault=${4:-} kunit=0
+	[ "$k" = rust ] && kunit=1
+	mkdir -p "$B/test/$name"
+	set +e
+	KSM=$k KUNIT=$kunit VM_RUN=$B/vm/test-$name TIMEOUT=$limit \
+		CMD="sh $PROJECT/tests/vm/guest-tests.sh $name $fault" "$PROJECT/scripts/vm.sh"
+	echo $? > "$B/test/$name/vm.rc"
+	set -e
+}

@@ -32,14 +32,7 @@ for page in $PAGES; do
 		name=$k$SFX
 		KSM=$k "$PROJECT/scripts/kernel.sh"
 		rm -rf "$B/test/$name"
-		mkdir -p "$B/test/$name"
-		kunit=0
-		[ "$k" = rust ] && kunit=1
-		set +e
-		KSM=$k KUNIT=$kunit VM_RUN=$B/vm/test-$name TIMEOUT=${TEST_TIMEOUT:-5400} \
-			CMD="sh $PROJECT/tests/vm/guest-tests.sh $name" "$PROJECT/scripts/vm.sh"
-		echo $? > "$B/test/$name/vm.rc"
-		set -e
+		boot_guest_tests "$name" "$k" "${TEST_TIMEOUT:-5400}"
 		names+=("$name")
 	done
 done

@@ -54,14 +54,7 @@ if [[ " $KERNELS " == *" rust "* ]]; then
 	NO_REPORT=1 "$PROJECT/scripts/kunit.sh" || true
 fi
 for k in $KERNELS; do
-	mkdir -p "$B/test/$k"
-	kunit=0
-	[ "$k" = rust ] && kunit=1
-	set +e
-	KSM=$k KUNIT=$kunit VM_RUN=$B/vm/test-$k TIMEOUT=${TEST_TIMEOUT:-2400} \
-		CMD="sh $PROJECT/tests/vm/guest-tests.sh $k ${FAULT:-}" "$PROJECT/scripts/vm.sh"
-	echo $? > "$B/test/$k/vm.rc"
-	set -e
+	boot_guest_tests "$k" "$k" "${TEST_TIMEOUT:-2400}" "${FAULT:-}"
 done
 names=$KERNELS
 [[ " $KERNELS " == *" rust "* ]] && names="$names um"

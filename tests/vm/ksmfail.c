@@ -49,6 +49,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "util.h"
+
 #ifndef PR_SET_MEMORY_MERGE
 #define PR_SET_MEMORY_MERGE 67
 #define PR_GET_MEMORY_MERGE 68
@@ -96,32 +98,6 @@ static void bad(const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(rep->why, sizeof(rep->why), fmt, ap);
 	va_end(ap);
-}
-
-static long read_long(const char *path)
-{
-	char buf[64] = "";
-	int fd = open(path, O_RDONLY);
-	long v = -1;
-
-	if (fd >= 0) {
-		if (read(fd, buf, sizeof(buf) - 1) > 0)
-			v = strtol(buf, NULL, 10);
-		close(fd);
-	}
-	return v;
-}
-
-static int write_str(const char *path, const char *s)
-{
-	int fd = open(path, O_WRONLY);
-	int ok;
-
-	if (fd < 0)
-		return -1;
-	ok = write(fd, s, strlen(s)) == (ssize_t)strlen(s);
-	close(fd);
-	return ok ? 0 : -1;
 }
 
 /* The byte page i of an area is filled with: pages 2k and 2k + 1 are equal. */
@@ -606,7 +582,6 @@ static void call_move_pages(int n)
 /* ---- swap-in and hot-remove ---- */
 
 #define CGROUP "/sys/fs/cgroup/"
-#define SYSMEM "/sys/devices/system/memory/"
 
 
 /* How many pages of the area are swapped out (pagemap bit 62). */
@@ -704,21 +679,6 @@ static long block_of(const void *p, unsigned long block_size)
 	return (e & ((1ULL << 55) - 1)) * page_size / block_size;
 }
 
-/* Whether the block's sysfs file attr begins with want. */
-static int block_is(long block, const char *attr, const char *want)
-{
-	char path[128], buf[64] = "";
-	int fd, len;
-
-	snprintf(path, sizeof(path), SYSMEM "memory%ld/%s", block, attr);
-	fd = open(path, O_RDONLY);
-	if (fd < 0)
-		return 0;
-	len = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	return len > 0 && !strncmp(buf, want, strlen(want));
-}
-
 static int set_block(long block, const char *state)
 {
 	char path[128];
@@ -782,8 +742,9 @@ static int setup_offline(void)
 		long b;
 
 		if (sscanf(e->d_name, "memory%ld", &b) != 1 ||
-		    (target_block >= 0 && b > target_block) || !block_is(b, "state", "online") ||
-		    !block_is(b, "valid_zones", "Movable") || set_block(b, "offline"))
+		    (target_block >= 0 && b > target_block) ||
+		    !block_attr_is(b, "state", "online") ||
+		    !block_attr_is(b, "valid_zones", "Movable") || set_block(b, "offline"))
 			continue;
 		if (set_block(b, "online_movable")) {
 			printf("# block %ld went offline and could not be onlined again\n", b);

@@ -61,6 +61,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "util.h"
+
 #define KSM "/sys/kernel/mm/ksm/"
 #define HPAGE_PMD_SIZE "/sys/kernel/mm/transparent_hugepage/hpage_pmd_size"
 #define MPOL_MF_MOVE_ALL (1 << 2)
@@ -92,20 +94,6 @@ static double now(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
-static long read_long(const char *path)
-{
-	char buf[64] = "";
-	int fd = open(path, O_RDONLY);
-	long v = -1;
-
-	if (fd >= 0) {
-		if (read(fd, buf, sizeof(buf) - 1) > 0)
-			v = strtol(buf, NULL, 10);
-		close(fd);
-	}
-	return v;
 }
 
 static long knob(const char *name)
@@ -678,26 +666,10 @@ static void scenario_bystander(double budget)
  */
 /* A number of pages (1024 pairs to merge), whatever their size: 128 MiB at 64 KiB. */
 #define OFF_PAGES 2048
-#define SYSMEM "/sys/devices/system/memory/"
 
 static uint64_t off_value(size_t i, uint64_t seed)
 {
 	return seed ^ ((i % (OFF_PAGES / 2)) * 0x9e3779b97f4a7c15ULL);
-}
-
-/* Whether the block's sysfs file `attr` begins with `want`. */
-static int block_attr_is(long block, const char *attr, const char *want)
-{
-	char path[128], buf[64] = "";
-	int fd, n;
-
-	snprintf(path, sizeof(path), SYSMEM "memory%ld/%s", block, attr);
-	fd = open(path, O_RDONLY);
-	if (fd < 0)
-		return 0;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	return n > 0 && !strncmp(buf, want, strlen(want));
 }
 
 static int set_block(long block, const char *state)
@@ -1086,17 +1058,6 @@ static int advisor_events(long *sum, long *seconds)
 	return n;
 }
 
-static void write_str(const char *path, const char *v)
-{
-	int fd = open(path, O_WRONLY | O_TRUNC);
-
-	if (fd >= 0) {
-		if (write(fd, v, strlen(v)) < 0)
-			perror(path);
-		close(fd);
-	}
-}
-
 static void scenario_advisor(double budget)
 {
 	long threads = knob("scan_threads"), target = knob("advisor_target_scan_time");
@@ -1112,7 +1073,7 @@ static void scenario_advisor(double budget)
 	if (threads > 0)
 		set_knob("scan_threads", 2);
 	set_knob("sleep_millisecs", ADV_SLEEP_MS);
-	write_str(KSM "advisor_mode", "scan-time");
+	write_str_trunc(KSM "advisor_mode", "scan-time");
 	set_knob("advisor_target_scan_time", 1);
 	mode_ok = access(KSM "advisor_mode", W_OK) == 0;
 	a = map_pages(ADV_PAGES);
@@ -1123,8 +1084,8 @@ static void scenario_advisor(double budget)
 		((uint64_t *)a)[i] = x;
 	}
 	madvise(a, ADV_PAGES * PAGE, MADV_MERGEABLE);
-	write_str(TRACING "trace", "");
-	write_str(TRACING "events/ksm/ksm_advisor/enable", "1");
+	write_str_trunc(TRACING "trace", "");
+	write_str_trunc(TRACING "events/ksm/ksm_advisor/enable", "1");
 	set_knob("run", 1);
 	/* From the end of one pass to the end of the sixteenth after it. */
 	n0 = 0;
@@ -1136,8 +1097,8 @@ static void scenario_advisor(double budget)
 		usleep(20000);
 	t1 = scanner_ticks(&h1);
 	n1 = advisor_events(&sum1, &s1);
-	write_str(TRACING "events/ksm/ksm_advisor/enable", "0");
-	write_str(KSM "advisor_mode", "none");
+	write_str_trunc(TRACING "events/ksm/ksm_advisor/enable", "0");
+	write_str_trunc(KSM "advisor_mode", "none");
 	set_knob("advisor_target_scan_time", target);
 	if (threads > 0)
 		set_knob("scan_threads", threads);

@@ -20,6 +20,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "util.h"
+
 #ifndef PR_SET_MEMORY_MERGE
 #define PR_SET_MEMORY_MERGE 67
 #define PR_GET_MEMORY_MERGE 68
@@ -27,32 +29,6 @@
 
 /* An amount of memory, not a huge page: pages of equal contents, many at any page size. */
 #define SIZE (2UL << 20)
-
-static long read_long(const char *path)
-{
-	char buf[64] = "";
-	int fd = open(path, O_RDONLY);
-	long v = -1;
-
-	if (fd >= 0) {
-		if (read(fd, buf, sizeof(buf) - 1) > 0)
-			v = strtol(buf, NULL, 10);
-		close(fd);
-	}
-	return v;
-}
-
-static int write_str(const char *path, const char *s)
-{
-	int fd = open(path, O_WRONLY);
-	int ok;
-
-	if (fd < 0)
-		return -1;
-	ok = write(fd, s, strlen(s)) == (ssize_t)strlen(s);
-	close(fd);
-	return ok ? 0 : -1;
-}
 
 /*
  * The forked or exec'd child: merging is on, and its own equal pages merge (counted through

@@ -38,6 +38,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "util.h"
+
 #define N 64
 #define PM_SOFT_DIRTY (1ULL << 55)
 #define PM_UFFD_WP (1ULL << 57)
@@ -51,18 +53,6 @@ static char saved[4][32];
 static char *area;
 static long ps;
 static char fill;
-
-static int write_str(const char *path, const char *s)
-{
-	int fd = open(path, O_WRONLY);
-	int ok;
-
-	if (fd < 0)
-		return -1;
-	ok = write(fd, s, strlen(s)) == (ssize_t)strlen(s);
-	close(fd);
-	return ok ? 0 : -1;
-}
 
 static void read_str(const char *path, char *buf, size_t n)
 {

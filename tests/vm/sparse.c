@@ -36,6 +36,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "util.h"
+
 #ifndef PR_SET_MEMORY_MERGE
 #define PR_SET_MEMORY_MERGE 67
 #endif
@@ -53,18 +55,6 @@ static size_t ps, size, stride;
 static long npages;
 static int t;
 
-static int write_str(const char *path, const char *s)
-{
-	int fd = open(path, O_WRONLY);
-	int ok;
-
-	if (fd < 0)
-		return -1;
-	ok = write(fd, s, strlen(s)) == (ssize_t)strlen(s);
-	close(fd);
-	return ok ? 0 : -1;
-}
-
 static void read_str(const char *path, char *buf, size_t n)
 {
 	int fd = open(path, O_RDONLY);
@@ -73,14 +63,6 @@ static void read_str(const char *path, char *buf, size_t n)
 	buf[r > 0 ? r : 0] = 0;
 	if (fd >= 0)
 		close(fd);
-}
-
-static long read_long(const char *path)
-{
-	char buf[32];
-
-	read_str(path, buf, sizeof(buf));
-	return strtol(buf, NULL, 10);
 }
 
 /* A field of /proc/self/ksm_stat, -1 if it is missing. */
@@ -375,6 +357,7 @@ static void case_exit(void)
 	end = now() + COUNT_SECONDS;
 	while (read_long(KSM "pages_shared") + read_long(KSM "pages_sharing") > 0 && now() < end)
 		usleep(20000);
+	/* -1 + -1 if the counters cannot be read: that fails too. */
 	ok(read_long(KSM "pages_shared") + read_long(KSM "pages_sharing") == 0,
 	   "exit: nothing merged left after ksmd's next pass");
 	close(go[0]);
