@@ -95,7 +95,7 @@ accel() {
 	local a=tcg t=$B/vm/kvm-trial
 	if [ -r /dev/kvm ] && [ -w /dev/kvm ]; then
 		rm -rf "$t"; mkdir -p "$t"; echo true > "$t/cmd.sh"; pwd > "$t/cwd"
-		say "trial boot under KVM (once per machine)" >&2
+		say "trial boot under KVM (once per machine)"
 		vng_argv kvm "$t" kunit.enable=0
 		{ timeout 20 "${ARGV[@]}" < /dev/null 2>&1 > /dev/null | cat > "$t/console.log"; } || true
 		[ "$(cat "$t/rc" 2>/dev/null)" = 0 ] && a=kvm
