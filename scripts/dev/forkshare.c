@@ -6,7 +6,7 @@
  * pages to merge and exits; the parent then moves its 64 pages to the other node with
  * move_pages(2) and prints how many did not move. On the test kernels at 2a33907 (C and rksm,
  * TCG, 3 runs each) move_pages() returned 1 after every merge and 0 in the control: one page
- * the parent maps could not be migrated. Build: gcc -O2 -static -Wall -o forkshare forkshare.c
+ * the parent maps could not be migrated, page 1 on both kernels (the one merged in place). Build: gcc -O2 -static -Wall -o forkshare forkshare.c
  * Run: KSM=c|rust CMD="MERGE=1 build/dev/forkshare" scripts/vm.sh
  */
 #define _GNU_SOURCE
@@ -57,6 +57,11 @@ int main(void)
 	int bad = 0;
 	for (int i = 0; i < N; i++) if (status[i] != nodes[i]) { if (bad < 5) printf("page %d: status %d (wanted node %d, was %d)\n", i, status[i], nodes[i], where[i]); bad++; }
 	printf("move_pages returned %ld (%m), %d of %d pages not moved\n", r, bad, N);
+	/* Where each page is now: the ones still on their old node. */
+	syscall(SYS_move_pages, 0, N, pages, NULL, status, 0);
+	for (int i = 0; i < N; i++)
+		if (status[i] != nodes[i])
+			printf("page %d is still on node %d\n", i, status[i]);
 	for (int i = 0; i < N * ps; i++) if (a[i] != 'x') { printf("byte %d wrong\n", i); return 1; }
 	printf("bytes ok\n");
 	return bad ? 1 : 0;
