@@ -6,7 +6,7 @@
  * pages to merge and exits; the parent then moves its 64 pages to the other node with
  * move_pages(2) and prints how many did not move. On the test kernels at 2a33907 (C and rksm,
  * TCG, 3 runs each) move_pages() returned 1 after every merge and 0 in the control: one page
- * the parent maps could not be migrated, page 1 on both kernels (the one merged in place). Build: gcc -O2 -static -Wall -o forkshare forkshare.c
+ * the parent maps could not be migrated, page 1 on both kernels (presumably the one merged in place). Build: gcc -O2 -static -Wall -o forkshare forkshare.c
  * Run: KSM=c|rust CMD="MERGE=1 build/dev/forkshare" scripts/vm.sh
  */
 #define _GNU_SOURCE
