@@ -29,7 +29,8 @@ import sys
 import tempfile
 import time
 
-KSM = "/sys/kernel/mm/ksm/"
+from ksmrun import ksm_read, ksm_write  # tests/vm/, this file's directory
+
 TOP = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 # Debian's package, unpacked by scripts/setup.sh (pinned there), not installed on the host.
 SCRIPTS = [os.path.join(TOP, "build/ksmtuned/usr/sbin/ksmtuned")]
@@ -73,11 +74,6 @@ tap = Tap()
 def meminfo(*fields):
     with open("/proc/meminfo") as f:
         return sum(int(line.split()[1]) for line in f if line.split(":")[0] in fields)
-
-
-def knob(name, value=None):
-    with open(KSM + name, "r" if value is None else "w") as f:
-        return f.read().strip() if value is None else f.write(str(value))
 
 
 def spawn(argv0, *args):
@@ -147,7 +143,7 @@ def main():
                       "room for the memfd and the ballast")):
         print("1..%d" % tap.n)
         return 1
-    saved = {k: knob(k) for k in ("run", "pages_to_scan", "sleep_millisecs")}
+    saved = {k: ksm_read(k) for k in ("run", "pages_to_scan", "sleep_millisecs")}
     tmp = os.path.dirname(os.path.abspath(sys.argv[1])) if len(sys.argv) > 1 else tempfile.mkdtemp()
     log, pidf, errf = (os.path.join(tmp, "ksmtuned." + x) for x in ("log", "pid", "err"))
     for f in (log, pidf):
@@ -181,12 +177,12 @@ def main():
                 if not stop:
                     npages = min(NMAX, max(NMIN, npages + (BOOST if f < thres else DECAY)))
                 want = ("stop",) if stop else ("start", npages, sleep)
-                got = tuple(knob(x) for x in ("run", "pages_to_scan", "sleep_millisecs"))
+                got = tuple(ksm_read(x) for x in ("run", "pages_to_scan", "sleep_millisecs"))
                 tap.check(d == want, "%s: committed %d KiB, free %d KiB: ksmtuned %s, its rule "
                           "%s" % (phase, c, f, d, want))
-                tap.check(got[0] == "0" if d[0] == "stop" else got == ("1",) + tuple(
-                    map(str, d[1:])), "%s: sysfs run,pages_to_scan,sleep_millisecs %s"
-                    % (phase, ",".join(got)))
+                tap.check(got[0] == 0 if d[0] == "stop" else got == (1,) + tuple(d[1:]),
+                          "%s: sysfs run,pages_to_scan,sleep_millisecs %s"
+                          % (phase, ",".join(map(str, got))))
                 seen.append((phase, d, c + thres < total, f > thres))
             if phase == "ballast":            # ksmd at MAX pages: the equal pages merge
                 pid, want, t0 = procs["load"].pid, S_MIB * MIB // PAGE, time.monotonic()
@@ -205,7 +201,7 @@ def main():
         except ProcessLookupError:
             pass
         for name in ("pages_to_scan", "sleep_millisecs", "run"):
-            knob(name, saved[name])
+            ksm_write(name, saved[name])
     decisions = " ".join("stop" if d[0] == "stop" else str(d[1]) for _, d, _, _ in seen)
     print("# decisions: " + decisions)
     print("# inputs (committed+thres<total/free>thres): " + " ".join(
@@ -213,7 +209,7 @@ def main():
     tap.check(decisions == EXPECT, "the decisions are the designed ones: " + EXPECT)
     out = open(errf).read().strip()
     tap.check(not out, "ksmtuned printed nothing" + (": " + out[:200] if out else ""))
-    tap.check({k: knob(k) for k in saved} == saved, "run, pages_to_scan, sleep_millisecs restored")
+    tap.check({k: ksm_read(k) for k in saved} == saved, "run, pages_to_scan, sleep_millisecs restored")
     if len(sys.argv) > 1:                     # what tests/report.py can compare across kernels
         with open(sys.argv[1], "w") as f:
             for i, (phase, d, a, b) in enumerate(seen):

@@ -17,8 +17,8 @@ import sys
 import time
 
 import ksmbench  # tests/vm/, this file's directory
+from ksmrun import ksm_read, ksm_write
 
-KSM = "/sys/kernel/mm/ksm/"
 TOP = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 KERNEL = os.path.join(TOP, "build", "bzImage-c")
 INITRD = os.path.join(TOP, "build", "tests", "nested.cpio")
@@ -33,11 +33,6 @@ def check(ok, what):
     failed += not ok
     print("%s %d - %s" % ("ok" if ok else "not ok", n_checks, what), flush=True)
     return ok
-
-
-def knob(name, value=None):
-    with open(KSM + name, "r" if value is None else "w") as f:
-        return int(f.read().split()[0]) if value is None else f.write(str(value))
 
 
 class Guest(ksmbench.Guest):
@@ -68,7 +63,7 @@ def until_stable(timeout=MERGE_S):
     """Runs until pages_sharing has not grown for three full scans since it last grew."""
     best, scans_at, t0 = -1, 0, time.monotonic()
     while time.monotonic() - t0 < timeout:
-        sharing, scans = knob("pages_sharing"), knob("full_scans")
+        sharing, scans = ksm_read("pages_sharing"), ksm_read("full_scans")
         if sharing > best:
             best, scans_at = sharing, scans
         elif best > 0 and scans >= scans_at + 3:
@@ -82,9 +77,9 @@ def main():
                  % (KERNEL, INITRD)):
         print("1..%d" % n_checks)
         return 1
-    saved = {k: knob(k) for k in ("run", "pages_to_scan", "sleep_millisecs")}
-    knob("run", 2)
-    knob("run", 0)
+    saved = {k: ksm_read(k) for k in ("run", "pages_to_scan", "sleep_millisecs")}
+    ksm_write("run", 2)
+    ksm_write("run", 0)
     t0 = time.monotonic()
     guests = [Guest("on1", True), Guest("on2", True), Guest("off", False)]
     try:
@@ -98,12 +93,12 @@ def main():
                 booted = False
         if not booted:
             return 1
-        knob("pages_to_scan", 100000)
-        knob("sleep_millisecs", 0)
-        knob("run", 1)
+        ksm_write("pages_to_scan", 100000)
+        ksm_write("sleep_millisecs", 0)
+        ksm_write("run", 1)
         stable, secs = until_stable()
         print("# pages_shared %d, pages_sharing %d after %.0f s; ksm_merging_pages %s" % (
-            knob("pages_shared"), knob("pages_sharing"), secs,
+            ksm_read("pages_shared"), ksm_read("pages_sharing"), secs,
             ", ".join("%s %d" % (g.name, g.merging()) for g in guests)), flush=True)
         check(stable, "pages_sharing stopped growing")
         for g in guests:
@@ -117,23 +112,24 @@ def main():
                 check(ram == [False], "%s: its RAM mapping is not mergeable (mg: %s)"
                       % (g.name, ram))
                 check(not any(mg for _, _, mg in maps), "%s: no mapping is mergeable" % g.name)
-        knob("run", 0)
+        ksm_write("run", 0)
         for g in guests:
             check(g.check(), "%s: every byte of its memory reads back" % g.name)
-        knob("run", 2)
+        ksm_write("run", 2)
         left = {g.name: g.merging() for g in guests}
-        check(knob("pages_shared") == knob("pages_sharing") == 0 and not any(left.values()),
+        shared, sharing = ksm_read("pages_shared"), ksm_read("pages_sharing")
+        check(shared == sharing == 0 and not any(left.values()),
               "run=2: pages_shared %d, pages_sharing %d, ksm_merging_pages %s"
-              % (knob("pages_shared"), knob("pages_sharing"), left))
+              % (shared, sharing, left))
         for g in guests:
             check(g.check(), "%s: every byte reads back after run=2" % g.name)
     finally:
         for g in guests:
             g.p.kill()
             g.p.wait()
-        knob("run", 2)
+        ksm_write("run", 2)
         for k in ("pages_to_scan", "sleep_millisecs", "run"):
-            knob(k, saved[k])
+            ksm_write(k, saved[k])
         print("1..%d" % n_checks)
     return 1 if failed else 0
 
