@@ -44,6 +44,12 @@ C_DEFECTS = [
      "uffd-wp bit (the zero page's entry keeps soft-dirty: on x86 pte_mkdirty() sets it)"),
     ("ptebits", ("ptebits", "zero_page", "unmerge"), "faulted to userfaultfd first",
      "without the uffd-wp bit, a write to a merged page does not reach userfaultfd"),
+    ("rmap", ("forkmerge",), "no page of an address space that is not scanned became",
+     "6.12's try_to_merge_one_page() makes a page a KSM page in place while a process that is "
+     "not scanned (the parent of a fork) maps it too; once the merging child's rmap_item is "
+     "gone the reverse map never finds the parent's entry"),
+    ("rmap", ("forkmerge",), "moved every page the parent maps (parent does not merge)",
+     "that KSM page cannot be migrated (and offline_pages() retries it until killed)"),
 ]
 
 C_DEFECT_PASS = "C KSM's defect, as expected: "

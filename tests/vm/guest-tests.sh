@@ -110,6 +110,10 @@ run ptebits ptebits 300 "$top/build/tests/ptebits"
 run ptebits zero_page 300 "$top/build/tests/ptebits" zero
 run ptebits unmerge 300 "$top/build/tests/ptebits" unmerge
 
+# A page shared since a fork, merged by the child, mapped by a parent that is not scanned: it
+# must stay migratable (tests/vm/forkmerge.c; C KSM's defect: tests/report.py's C_DEFECTS).
+run rmap forkmerge 600 "$top/build/tests/forkmerge"
+
 # KSM pages spread over a sparse area, unmerged by madvise, prctl, run=2 and exit
 # (tests/vm/sparse.c): 1 TiB on rksm, whose unmerge looks only at the page tables that are
 # mapped; 16 GiB on C, whose unmerge in 6.12 visits every address (minutes a terabyte under TCG).

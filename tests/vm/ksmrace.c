@@ -672,76 +672,23 @@ static uint64_t off_value(size_t i, uint64_t seed)
 	return seed ^ ((i % (OFF_PAGES / 2)) * 0x9e3779b97f4a7c15ULL);
 }
 
-static int set_block(long block, const char *state)
-{
-	char path[128];
-	int fd, err = 0;
-
-	snprintf(path, sizeof(path), SYSMEM "memory%ld/state", block);
-	fd = open(path, O_WRONLY);
-	if (fd < 0)
-		return errno;
-	if (write(fd, state, strlen(state)) < 0)
-		err = errno;
-	close(fd);
-	return err;
-}
-
-/* Copies the file at `path` to standard output, each line as a TAP comment. */
-static void print_file(const char *path)
-{
-	char line[256];
-	FILE *f = fopen(path, "r");
-
-	if (!f)
-		return;
-	while (fgets(line, sizeof(line), f))
-		printf("#   %s", line);
-	fclose(f);
-}
-
 /*
  * The time an offlining of the rounds gets (the probe gets 90 s);
  * OFFLINE_SECS=0 in the environment shows the time-out's path.
  */
 static int offline_secs = 90;
 
-/*
- * set_block(), but in a child that gets `secs` seconds: offline_pages() retries migration until
- * it succeeds or its caller gets a fatal signal, so a page that never migrates hangs the write
- * forever. On time out the writer's kernel stack and KSM's counters are printed, the writer is
- * killed (the kernel then cancels the offlining) and ETIMEDOUT returned.
- */
-static int set_block_bounded(long block, const char *state, int secs)
+/* util.h's set_block_bounded(), with KSM's counters printed on time out. */
+static int set_block_bounded_ksm(long block, const char *state, int secs)
 {
-	char path[64];
-	int status = 0;
-	pid_t pid;
+	int err = set_block_bounded(block, state, secs);
 
-	fflush(stdout);
-	pid = fork();
-	if (pid < 0)
-		return set_block(block, state);
-	if (!pid)
-		_exit(set_block(block, state));
-	for (int i = 0; i < secs * 10; i++) {
-		if (waitpid(pid, &status, WNOHANG) == pid)
-			return WIFEXITED(status) ? WEXITSTATUS(status) : EINTR;
-		usleep(100000);
-	}
-	printf("# block %ld: '%s' still running after %d s; the writer's kernel stack:\n", block,
-	       state, secs);
-	snprintf(path, sizeof(path), "/proc/%d/stack", pid);
-	print_file(path);
-	printf("# pages_shared %ld, pages_sharing %ld, stable_node_chains %ld, full_scans %ld\n",
-	       knob("pages_shared"), knob("pages_sharing"), knob("stable_node_chains"),
-	       knob("full_scans"));
-	snprintf(path, sizeof(path), SYSMEM "memory%ld/state", block);
-	print_file(path);
-	kill(pid, SIGKILL);
-	waitpid(pid, &status, 0);
-	errno = ETIMEDOUT;
-	return errno;
+	if (err == ETIMEDOUT)
+		printf("# pages_shared %ld, pages_sharing %ld, stable_node_chains %ld, full_scans %ld\n",
+		       knob("pages_shared"), knob("pages_sharing"), knob("stable_node_chains"),
+		       knob("full_scans"));
+	errno = err;
+	return err;
 }
 
 /* Fills pages [from, to) of the offline area. */
@@ -781,7 +728,7 @@ static long offlinable_block(void)
 		if (sscanf(e->d_name, "memory%ld", &b) != 1 || (best >= 0 && b > best) ||
 		    !block_attr_is(b, "state", "online") || !block_attr_is(b, "valid_zones", "Movable"))
 			continue;
-		if (set_block_bounded(b, "offline", 90))
+		if (set_block_bounded_ksm(b, "offline", 90))
 			continue;
 		if (set_block(b, "online_movable") && set_block(b, "online")) {
 			printf("# block %ld went offline and could not be onlined again\n", b);
@@ -901,7 +848,7 @@ static void scenario_offline(double budget)
 			int err = EBUSY;
 
 			for (int t = 0; t < 5 && err == EBUSY; t++)
-				err = set_block_bounded(blocks[k], "offline", offline_secs);
+				err = set_block_bounded_ksm(blocks[k], "offline", offline_secs);
 			timed_out |= err == ETIMEDOUT;
 			if (!err) {
 				offlined++;

@@ -1,17 +1,20 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
  * Helpers that several guest test programs in tests/vm had each a copy of: reading a number
- * from a sysfs or /proc file, writing a string to one, and testing a memory block's sysfs
- * attribute. Each program is built alone from its one .c file (scripts/guest-progs.sh), so these
+ * from a sysfs or /proc file, writing a string to one, and a memory block's sysfs attributes
+ * (testing one, setting its state, bounded in time). Each program is built alone from its one .c file (scripts/guest-progs.sh), so these
  * are static inline: a program that does not call one gets no unused-function warning.
  */
 #ifndef RKSM_TESTS_VM_UTIL_H
 #define RKSM_TESTS_VM_UTIL_H
 
+#include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #define SYSMEM "/sys/devices/system/memory/"
@@ -76,6 +79,70 @@ static inline int block_attr_is(long block, const char *attr, const char *want)
 	n = read(fd, buf, sizeof(buf) - 1);
 	close(fd);
 	return n > 0 && !strncmp(buf, want, strlen(want));
+}
+
+/* Copies the file at `path` to standard output, each line as a TAP comment. */
+static inline void print_file(const char *path)
+{
+	char line[256];
+	FILE *f = fopen(path, "r");
+
+	if (!f)
+		return;
+	while (fgets(line, sizeof(line), f))
+		printf("#   %s", line);
+	fclose(f);
+}
+
+/* Writes state ("offline", "online_movable", ...) to memory block `block`: 0, or the errno. */
+static inline int set_block(long block, const char *state)
+{
+	char path[128];
+	int fd, err = 0;
+
+	snprintf(path, sizeof(path), SYSMEM "memory%ld/state", block);
+	fd = open(path, O_WRONLY);
+	if (fd < 0)
+		return errno;
+	if (write(fd, state, strlen(state)) < 0)
+		err = errno;
+	close(fd);
+	return err;
+}
+
+/*
+ * set_block(), but in a child that gets `secs` seconds: offline_pages() retries migration until
+ * it succeeds or its caller gets a fatal signal, so a page that never migrates hangs the write
+ * forever. On time out the writer's kernel stack and the block's state are printed, the writer
+ * is killed (the kernel then cancels the offlining) and ETIMEDOUT returned.
+ */
+static inline int set_block_bounded(long block, const char *state, int secs)
+{
+	char path[64];
+	int status = 0;
+	pid_t pid;
+
+	fflush(stdout);
+	pid = fork();
+	if (pid < 0)
+		return set_block(block, state);
+	if (!pid)
+		_exit(set_block(block, state));
+	for (int i = 0; i < secs * 10; i++) {
+		if (waitpid(pid, &status, WNOHANG) == pid)
+			return WIFEXITED(status) ? WEXITSTATUS(status) : EINTR;
+		usleep(100000);
+	}
+	printf("# block %ld: '%s' still running after %d s; the writer's kernel stack:\n", block,
+	       state, secs);
+	snprintf(path, sizeof(path), "/proc/%d/stack", pid);
+	print_file(path);
+	snprintf(path, sizeof(path), SYSMEM "memory%ld/state", block);
+	print_file(path);
+	kill(pid, SIGKILL);
+	waitpid(pid, &status, 0);
+	errno = ETIMEDOUT;
+	return errno;
 }
 
 #endif /* RKSM_TESTS_VM_UTIL_H */

@@ -21,7 +21,7 @@
 //! depends on nothing of KSM.
 
 use super::{
-    folio::Pfn,
+    folio::{Folio, Pfn},
     virt::{RmapVmArea, VmArea},
 };
 use crate::{
@@ -83,6 +83,21 @@ impl AnonVma {
         // SAFETY: An area's anon_vma is valid while the area is (and `&vma` is bounded by its
         // mmap lock); `ARef::from` takes a new reference.
         Some(ARef::from(unsafe { &*av.cast::<AnonVma>() }))
+    }
+
+    /// A reference to the anon_vma an anonymous folio points at (C's `folio_get_anon_vma()`):
+    /// its tree holds every area that maps the folio, those of the address spaces the folio's
+    /// first mapper forked included, where [`AnonVma::of`] an area that maps the folio may hold
+    /// only that area's own and its forks'. `None` for a folio that is not anonymous, a KSM
+    /// folio, or one no longer mapped.
+    #[inline]
+    pub fn of_folio(folio: &Folio) -> Option<ARef<AnonVma>> {
+        // SAFETY: The folio is valid; `folio_get_anon_vma()` checks, under RCU, that the folio
+        // is anonymous and mapped and that the anon_vma's count is not 0, and returns it with a
+        // count taken for the caller, or NULL.
+        let av = unsafe { bindings::folio_get_anon_vma(folio.as_raw()) };
+        // SAFETY: A non-NULL `av` is valid and its count taken above is handed to the `ARef`.
+        NonNull::new(av.cast::<AnonVma>()).map(|p| unsafe { ARef::from_raw(p) })
     }
 
     /// Takes the anon_vma's lock for reading.

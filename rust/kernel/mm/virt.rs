@@ -94,6 +94,14 @@ impl VmArea {
         unsafe { (*self.as_raw()).anon_vma }
     }
 
+    /// The address space of the area.
+    #[inline]
+    pub fn mm(&self) -> &Mm {
+        // SAFETY: An area's `vm_mm` is set when it is made and valid while the area is, which
+        // the type invariant ensures for the borrow of `self`.
+        unsafe { Mm::from_raw((*self.as_raw()).vm_mm) }
+    }
+
     /// Whether the area maps DAX memory.
     #[inline]
     pub fn is_dax(&self) -> bool {

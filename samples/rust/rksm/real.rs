@@ -16,7 +16,9 @@ use crate::tunables;
 use core::pin::Pin;
 use kernel::mm::anon_vma::{AnonVma, AnonVmaSlot};
 use kernel::mm::contents::PageBytes;
-use kernel::mm::folio::{AtomicPfn, FolioPage, HeldPage, OwnedFolioLock, PageLockGuard};
+use kernel::mm::folio::{
+    AtomicPfn, FolioPage, HeldPage, LockedFolio, OwnedFolioLock, PageLockGuard,
+};
 use kernel::mm::ksm as mmksm;
 use kernel::mm::pgtable::{self, Replacement};
 use kernel::mm::virt::{flags, VmArea};
@@ -95,10 +97,40 @@ enum With<'a> {
     Zero,
 }
 
+/// Whether every other address space with an area of `av`'s tree at `addr` (where it maps the
+/// page `mm` maps there, if it still shares it since a fork) has that area mergeable.
+///
+/// A page that another address space maps does not become a KSM page in place unless that one
+/// is scanned too: it would keep the page, whose reverse map then misses it until its own
+/// rmap_item joins the node, which only a scan of it adds. C merges such a page anyway (a child
+/// that turns `PR_SET_MEMORY_MERGE` on after a fork, say), and once the child's rmap_item is
+/// gone, the page can never be migrated or offlined while the parent maps it (offlining retries
+/// it forever: `tests/vm/forkmerge.c`). Nothing is lost by refusing: the parent keeps the page
+/// whatever the child maps. The other area's flags are read under the anon_vma lock, which does
+/// not exclude their change: an `MADV_UNMERGEABLE` that races with the merge may still leave
+/// the page mapped there unseen, as C leaves it always.
+fn others_merge(av: &AnonVma, mm: &Mm, addr: usize) -> bool {
+    let guard = av.lock_read();
+    let all = guard.vmas().all(|other| {
+        core::ptr::eq(other.mm(), mm)
+            || !other.contains(addr)
+            || other.flags() & flags::MERGEABLE != 0
+    });
+    drop(guard);
+    all
+}
+
 /// Merges the page mapped at `addr` of `vma` into `with` (C's `try_to_merge_one_page()`):
 /// locks it (without waiting), splits it if it is part of a large folio, write-protects its
 /// mapping, and then either makes it a KSM page or, if its contents equal `with`'s, maps `with`
 /// instead. Fails if `page` is not the page mapped there (any more).
+///
+/// A page that becomes a KSM page gives back a reference to the anon_vma it pointed at, whose
+/// tree holds every area that maps it; an area's own anon_vma may not: a page still shared
+/// since a fork, merged by the child, is mapped by the parent too, whose area is not in the
+/// child's anon_vma. Through the child's, as C's rmap_item keeps it, reverse-map walks miss the
+/// parent's entry while the parent has no rmap_item of its own (it is not scanned, or not yet),
+/// and migration, offlining and reclaim of that KSM page fail (`tests/vm/forkmerge.c`).
 ///
 /// C splits a large folio while it merges, holding a reference to one page of it. The
 /// scanner's batch holds references to the other pages of the folio it took until they are
@@ -111,11 +143,11 @@ fn merge_one(
     addr: usize,
     page: &HeldPage,
     with: With<'_>,
-) -> Result {
+) -> Result<Option<ARef<AnonVma>>> {
     if let With::Ksm(k) = &with {
         if core::ptr::eq(k.page(), page.page()) {
             // A KSM page a fork shares: nothing to do.
-            return Ok(());
+            return Ok(None);
         }
     }
     if !page.folio().is_anon() {
@@ -145,23 +177,34 @@ fn merge_one(
     match with {
         With::Become => {
             pgtable::write_protect(vma, addr, &locked)?;
+            // Taken before the folio points at its KSM node instead.
+            let own = AnonVma::of_folio(locked.locked_folio());
+            if locked.locked_folio().mapcount() > 1
+                && !own
+                    .as_deref()
+                    .is_some_and(|av| others_merge(av, vma.mm(), addr))
+            {
+                return Err(EFAULT);
+            }
             // Accepted: a small anonymous folio, not KSM (`write_protect` checked), whose page
             // `write_protect` made not exclusive.
             mmksm::set_ksm_node::<StableNode<KsmBackend>>(&locked, None)?;
             locked.mark_accessed();
             // Reclaim frees a clean page without dirty entries: make sure a KSM page is swapped.
             locked.set_dirty();
-            Ok(())
+            Ok(own)
         }
         // Write-protected, compared and replaced under one hold of the page table lock.
         // The kernel's own test of identity (C's `pages_identical()`): on arm64 it refuses
         // pages with memory tags, which one shared copy would lose.
         With::Ksm(k) => pgtable::replace_if_same(vma, addr, &locked, Replacement::Ksm(k), || {
             page.page().identical_to(k.page())
-        }),
+        })
+        .map(|()| None),
         With::Zero => pgtable::replace_if_same(vma, addr, &locked, Replacement::Zero, || {
             page.page().identical_to(FolioPage::zero(addr))
-        }),
+        })
+        .map(|()| None),
     }
 }
 
@@ -230,8 +273,8 @@ impl KsmBackend {
                 page,
                 kpage.map_or(With::Become, With::Ksm),
             )
-            .map(|()| {
-                if let Some(av) = AnonVma::of(vma) {
+            .map(|own| {
+                if let Some(av) = own.or_else(|| AnonVma::of(vma)) {
                     drop(item.extra().set(av));
                 }
             }),
@@ -401,7 +444,7 @@ impl Backend for KsmBackend {
             // The area is gone: nothing more to do with this page.
             return true;
         };
-        let r = merge_one(self, vma, m.addr(), &page.0, With::Zero);
+        let r = merge_one(self, vma, m.addr(), &page.0, With::Zero).map(drop);
         mmksm::trace::merge_one_page(
             kernel::mm::folio::FolioPage::zero(m.addr()).pfn().value(),
             (item as *const RmapItem<Self>).cast(),
