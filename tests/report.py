@@ -48,7 +48,7 @@ C_DEFECTS = [
      "6.12's try_to_merge_one_page() makes a page a KSM page in place while a process that is "
      "not scanned (the parent of a fork) maps it too; once the merging child's rmap_item is "
      "gone the reverse map never finds the parent's entry"),
-    ("rmap", ("forkmerge",), "moved every page the parent maps (parent does not merge)",
+    ("rmap", ("forkmerge",), "moved every page the parent maps (parent does not merge",
      "that KSM page cannot be migrated (and offline_pages() retries it until killed)"),
 ]
 

@@ -14,7 +14,9 @@
  * an address space that is not scanned maps it (Documentation/mm/rksm.rst): nothing is lost,
  * the parent keeps its page whatever the child maps.
  *
- * Then the same with the parent's area mergeable too: the pages merge, and move.
+ * Then the same with the parent's area mergeable too: the pages merge, and move. Then the first
+ * case again with the parent's area moved by mremap() before the child merges: the reverse map
+ * finds the page there by its offset, not by the child's address.
  *
  * TAP output; needs two NUMA nodes and root (MPOL_MF_MOVE_ALL).
  */
@@ -70,16 +72,18 @@ static long ksm_kb(const void *p)
 }
 
 /*
- * The child: asks for KSM for all its areas, writes OWN equal pages of its own, and exits 0
- * once they merged and KSM made three full scans more; 1 if they did not merge in 120 s.
+ * The child: once go (a pipe) is closed, asks for KSM for all its areas, writes OWN equal pages
+ * of its own, and exits 0 once they merged and KSM made three full scans more; 1 if they did
+ * not merge in 120 s.
  */
-static int child(void)
+static int child(int go)
 {
 	char *own = mmap(NULL, OWN * page_size, PROT_READ | PROT_WRITE,
 			 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	long scans;
+	char c;
 
-	if (own == MAP_FAILED || prctl(PR_SET_MEMORY_MERGE, 1, 0, 0, 0))
+	if (read(go, &c, 1) < 0 || own == MAP_FAILED || prctl(PR_SET_MEMORY_MERGE, 1, 0, 0, 0))
 		return 1;
 	memset(own, 'c', OWN * page_size);
 	for (int i = 0; i < 1200 && read_long("/proc/self/ksm_merging_pages") < OWN; i++)
@@ -119,34 +123,67 @@ static int move_all(char *a, char *detail, size_t len)
 	return left;
 }
 
-/* One round: the parent's area mergeable or not. */
-static void round_of(int parent_merges)
+/* How the parent holds the area it shares with the child. */
+enum parent { NOT_MERGING, MERGING, MOVED };
+
+static const char *const parent_names[] = {
+	[NOT_MERGING] = "parent does not merge",
+	[MERGING] = "parent merges",
+	[MOVED] = "parent does not merge, moved its area",
+};
+
+/*
+ * One round. MOVED: the parent moves its area with mremap() after the fork, before the child
+ * merges, so that the page the child maps at one address, the parent maps at another.
+ */
+static void round_of(enum parent how)
 {
 	char *a = mmap(NULL, SHARED * page_size, PROT_READ | PROT_WRITE,
 		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	char detail[160] = "", what[96];
-	int status, ksm = 0, wrong = 0, left;
+	char detail[160] = "", what[128], *hole = NULL;
+	int status, wrong = 0, left, go[2];
 	pid_t pid;
 
-	if (a == MAP_FAILED) {
-		tap(0, "mmap", strerror(errno));
+	if (a == MAP_FAILED || pipe(go)) {
+		tap(0, "mmap, pipe", strerror(errno));
 		return;
 	}
 	memset(a, 'p', SHARED * page_size);
-	if (parent_merges && madvise(a, SHARED * page_size, MADV_MERGEABLE))
+	if (how == MERGING && madvise(a, SHARED * page_size, MADV_MERGEABLE))
 		tap(0, "MADV_MERGEABLE", strerror(errno));
 	pid = fork();
-	if (!pid)
-		_exit(child());
+	if (!pid) {
+		close(go[1]);
+		_exit(child(go[0]));
+	}
+	close(go[0]);
+	if (how == MOVED) {
+		/* Twice the size: the area lands at an address the child's is not at. */
+		char *to = mmap(NULL, 2 * SHARED * page_size, PROT_NONE,
+				MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+		hole = to == MAP_FAILED ? NULL : to;
+		a = to == MAP_FAILED ? MAP_FAILED :
+		    mremap(a, SHARED * page_size, SHARED * page_size,
+			   MREMAP_MAYMOVE | MREMAP_FIXED, to + SHARED * page_size);
+		if (a == MAP_FAILED) {
+			tap(0, "mremap", strerror(errno));
+			close(go[1]);
+			waitpid(pid, &status, 0);
+			return;
+		}
+	}
+	close(go[1]);
 	status = pid < 0 ? -1 : 0;
 	if (pid > 0 && waitpid(pid, &status, 0) != pid)
 		status = -1;
-	snprintf(what, sizeof(what), "the child's own pages merged and KSM scanned 3 times more (%s)",
-		 parent_merges ? "parent merges" : "parent does not merge");
+	snprintf(what, sizeof(what),
+		 "the child's own pages merged and KSM scanned 3 times more (%s)",
+		 parent_names[how]);
 	snprintf(detail, sizeof(detail), "status %#x", status);
 	tap(status == 0, what, status ? detail : "");
 	detail[0] = 0;
-	if (parent_merges) {
+	if (how == MERGING) {
 		/* The parent's pages merge once the parent is scanned too. */
 		for (int i = 0; i < 600 && read_long("/proc/self/ksm_merging_pages") < SHARED; i++)
 			usleep(100000);
@@ -157,11 +194,11 @@ static void round_of(int parent_merges)
 	} else {
 		long kb = ksm_kb(a);
 
-		ksm = kb != 0;
 		snprintf(detail, sizeof(detail), "smaps: KSM: %ld kB", kb);
-		tap(!ksm, "no page of an address space that is not scanned became a KSM page",
-		    detail);
-		detail[0] = 0;
+		snprintf(what, sizeof(what),
+			 "no page of an address space that is not scanned became a KSM page (%s)",
+			 parent_names[how]);
+		tap(kb == 0, what, detail);
 	}
 	detail[0] = 0;
 	/* ksmd stopped, merged pages kept: its references would fail a migration now and then. */
@@ -170,13 +207,15 @@ static void round_of(int parent_merges)
 	if (left < 0)
 		snprintf(detail, sizeof(detail), "move_pages: %s", strerror(errno));
 	snprintf(what, sizeof(what), "move_pages() moved every page the parent maps (%s)",
-		 parent_merges ? "parent merges" : "parent does not merge");
+		 parent_names[how]);
 	tap(left == 0, what, detail);
 	for (long i = 0; i < SHARED * page_size; i++)
 		wrong += a[i] != 'p';
 	snprintf(detail, sizeof(detail), "%d bytes wrong", wrong);
 	tap(!wrong, "the parent's bytes read back", wrong ? detail : "");
 	munmap(a, SHARED * page_size);
+	if (hole)
+		munmap(hole, SHARED * page_size);
 	write_str(KSM "run", "2");
 	write_str(KSM "run", "1");
 }
@@ -185,14 +224,15 @@ int main(void)
 {
 	page_size = getpagesize();
 	setvbuf(stdout, NULL, _IOLBF, 0);
-	printf("1..8\n");
+	printf("1..12\n");
 	if (write_str(KSM "run", "1") || write_str(KSM "sleep_millisecs", "0") ||
 	    write_str(KSM "pages_to_scan", "1000")) {
 		printf("Bail out! cannot set KSM's knobs\n");
 		return 1;
 	}
-	round_of(0);
-	round_of(1);
+	round_of(NOT_MERGING);
+	round_of(MERGING);
+	round_of(MOVED);
 	write_str(KSM "sleep_millisecs", "20");
 	write_str(KSM "pages_to_scan", "100");
 	return failed ? 1 : 0;

@@ -235,6 +235,23 @@ impl RmapVmArea {
         unsafe { (*self.as_raw()).__bindgen_anon_1.__bindgen_anon_1.vm_end }
     }
 
+    /// The address at which the area would map the page of offset `index` in its backing (an
+    /// anonymous folio's [`index`]), if the area covers that offset: C's `vma_address()` for one
+    /// page, which the reverse map uses to find an anonymous page in each area of its tree, moved
+    /// by `mremap()` or not.
+    ///
+    /// [`index`]: super::folio::Folio::index
+    #[inline]
+    pub fn address_of(&self, index: usize) -> Option<usize> {
+        // SAFETY: As in `start`: the offset changes with the bounds, under the same locks.
+        let pgoff: usize = unsafe { (*self.as_raw()).vm_pgoff };
+        let addr = index
+            .checked_sub(pgoff)?
+            .checked_mul(crate::page::PAGE_SIZE)?
+            .checked_add(self.start())?;
+        (addr < self.end()).then_some(addr)
+    }
+
     /// Whether `addr` is in the area.
     #[inline]
     pub fn contains(&self, addr: usize) -> bool {

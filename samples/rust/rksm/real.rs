@@ -97,8 +97,9 @@ enum With<'a> {
     Zero,
 }
 
-/// Whether every other address space with an area of `av`'s tree at `addr` (where it maps the
-/// page `mm` maps there, if it still shares it since a fork) has that area mergeable.
+/// Whether every other address space with an area of `av`'s tree that covers the page offset
+/// `index` (where it maps the page `mm` maps, if it still shares it since a fork) has that area
+/// mergeable.
 ///
 /// A page that another address space maps does not become a KSM page in place unless that one
 /// is scanned too: it would keep the page, whose reverse map then misses it until its own
@@ -106,14 +107,16 @@ enum With<'a> {
 /// that turns `PR_SET_MEMORY_MERGE` on after a fork, say), and once the child's rmap_item is
 /// gone, the page can never be migrated or offlined while the parent maps it (offlining retries
 /// it forever: `tests/vm/forkmerge.c`). Nothing is lost by refusing: the parent keeps the page
-/// whatever the child maps. The other area's flags are read under the anon_vma lock, which does
-/// not exclude their change: an `MADV_UNMERGEABLE` that races with the merge may still leave
-/// the page mapped there unseen, as C leaves it always.
-fn others_merge(av: &AnonVma, mm: &Mm, addr: usize) -> bool {
+/// whatever the child maps. The areas are found by the page's offset, as the reverse map finds
+/// an anonymous page, so a parent that moved its area with `mremap()` counts too. Their flags
+/// are read under the anon_vma lock, which does not exclude their change: an
+/// `MADV_UNMERGEABLE` that races with the merge may still leave the page mapped there unseen, as
+/// C leaves it always.
+fn others_merge(av: &AnonVma, mm: &Mm, index: usize) -> bool {
     let guard = av.lock_read();
     let all = guard.vmas().all(|other| {
         core::ptr::eq(other.mm(), mm)
-            || !other.contains(addr)
+            || other.address_of(index).is_none()
             || other.flags() & flags::MERGEABLE != 0
     });
     drop(guard);
@@ -182,7 +185,7 @@ fn merge_one(
             if locked.locked_folio().mapcount() > 1
                 && !own
                     .as_deref()
-                    .is_some_and(|av| others_merge(av, vma.mm(), addr))
+                    .is_some_and(|av| others_merge(av, vma.mm(), locked.locked_folio().index()))
             {
                 return Err(EFAULT);
             }
