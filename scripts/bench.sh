@@ -39,6 +39,7 @@ fi
 
 # The QEMU guests' initramfs is build/tests/nested.cpio (scripts/guest-progs.sh).
 
+mkdir -p "$B/bench"
 rm -f "$B"/bench/raw-*.jsonl
 rm -rf "$B"/vm/bench-*
 # The host's speed drifts by tens of percent within minutes (TCG on a shared machine): the
@@ -76,7 +77,7 @@ if [ "$tcg" != 0 ] && echo "$parts" | tr ',' '\n' | grep -qx qemu; then
 	done
 fi
 # Natively: the ksmpages workloads with PARTS native, the running cost with PARTS cost.
-native_parts=$(for p in native cost; do has_part $p && echo $p; done | sed 's/^native$/ksmpages/' | paste -sd, -)
+native_parts=$(for p in native cost; do if has_part $p; then echo $p; fi; done | sed 's/^native$/ksmpages/' | paste -sd, -)
 native=0
 [ -n "$native_parts" ] && native=1
 if [ $native = 1 ]; then
