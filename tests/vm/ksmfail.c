@@ -45,6 +45,7 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -682,8 +683,11 @@ static long block_of(const void *p, unsigned long block_size)
 /*
  * The time an offlining gets: offline_pages() retries a page that does not migrate until its
  * caller gets a fatal signal, and a sweep that hangs in it says nothing but its time-out.
+ * OFFLINE_MS in the environment sets the offline sweep's own in milliseconds (not the setup's):
+ * 1 shows the time-out's path.
  */
 #define OFFLINE_SECS 120
+static long offline_ms = OFFLINE_SECS * 1000;
 
 static unsigned long block_size;
 static long target_block = -1;
@@ -828,15 +832,17 @@ static void call_offline(int n)
 	nth_open();
 	/*
 	 * SIGALRM's default action kills, which offline_pages() sees as a fatal signal: it
-	 * cancels the offlining, and the sweep reports why the child died.
+	 * cancels the offlining, and the sweep reports why the child died (and fails).
 	 */
-	snprintf(rep->why, sizeof(rep->why), "the offline still ran after %d s", OFFLINE_SECS);
-	alarm(OFFLINE_SECS);
+	snprintf(rep->why, sizeof(rep->why), "the offline still ran after %ld ms", offline_ms);
+	setitimer(ITIMER_REAL, &(struct itimerval){ .it_value = { offline_ms / 1000,
+								   offline_ms % 1000 * 1000 } },
+		  NULL);
 	nth_set(n);
 	r = write(fd, "offline", 7) == 7 ? 0 : -1;
 	result(r);
 	nth_done();
-	alarm(0);
+	setitimer(ITIMER_REAL, &(struct itimerval){ 0 }, NULL);
 	rep->why[0] = 0;
 	close(fd);
 	if (rep->ret < 0 && rep->err != ENOMEM && rep->err != EAGAIN && rep->err != EBUSY)
@@ -1231,6 +1237,8 @@ int main(int argc, char **argv)
 	int nr_only = 0;
 
 	page_size = getpagesize();
+	if (getenv("OFFLINE_MS") && atol(getenv("OFFLINE_MS")) > 0)
+		offline_ms = atol(getenv("OFFLINE_MS"));
 	if (argc == 2 && !strcmp(argv[1], "--exec-child")) {
 		/*
 		 * First, whether the exec reached its Nth fault point, and injection off; then the

@@ -108,17 +108,10 @@ static long knob(const char *name)
 static int set_knob(const char *name, long value)
 {
 	char path[128], buf[32];
-	int fd, err = 0;
 
 	snprintf(path, sizeof(path), KSM "%s", name);
 	snprintf(buf, sizeof(buf), "%ld", value);
-	fd = open(path, O_WRONLY);
-	if (fd < 0)
-		return errno;
-	if (write(fd, buf, strlen(buf)) < 0)
-		err = errno;
-	close(fd);
-	return err;
+	return write_errno(path, buf);
 }
 
 static long merging_pages(void)

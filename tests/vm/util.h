@@ -94,20 +94,29 @@ static inline void print_file(const char *path)
 	fclose(f);
 }
 
+/*
+ * Writes s to the file at path in one write: 0, or the errno of the open or the write (what a
+ * sysfs store returned). write_str() for callers that need the reason.
+ */
+static inline int write_errno(const char *path, const char *s)
+{
+	int fd = open(path, O_WRONLY), err = 0;
+
+	if (fd < 0)
+		return errno;
+	if (write(fd, s, strlen(s)) < 0)
+		err = errno;
+	close(fd);
+	return err;
+}
+
 /* Writes state ("offline", "online_movable", ...) to memory block `block`: 0, or the errno. */
 static inline int set_block(long block, const char *state)
 {
 	char path[128];
-	int fd, err = 0;
 
 	snprintf(path, sizeof(path), SYSMEM "memory%ld/state", block);
-	fd = open(path, O_WRONLY);
-	if (fd < 0)
-		return errno;
-	if (write(fd, state, strlen(state)) < 0)
-		err = errno;
-	close(fd);
-	return err;
+	return write_errno(path, state);
 }
 
 /*
