@@ -13,16 +13,25 @@
 # torture this way and reports it with its other suites), FAULTS=1 (the scanner threads'
 # allocations fail at random, FAULT_PERCENT percent of them, default 1, during each torture),
 # FAULTS_SWEEP=1 (the fault sweeps first, tests/vm/ksmfail.c, every N, with 1 and 2 scanner
-# threads on rksm; FAULTS_SWEEP=short: the short sweeps make test runs).
+# threads on rksm; FAULTS_SWEEP=short: the short sweeps make test runs). ARCH=arm64 PAGE=4K|16K|64K
+# runs it on arm64's debug kernels of that page size (results in build/test/$KSM-debug-arm64-16k,
+# ...; the root and the cross-built programs as make test-arm64 has them).
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
+target
 
 KERNELS=${KERNELS:-c rust}
 DURATION=${DURATION:-1800}
 THREADS=${THREADS:-1 2}
 RACES=${RACES:-$KERNELS}
 t0=$SECONDS
-"$PROJECT/scripts/setup.sh"
+if [ "$TARGET" = arm64 ]; then
+	EXTRA_PKGS="qemu-system-arm gcc-aarch64-linux-gnu libc6-dev-arm64-cross mmdebstrap ${EXTRA_PKGS:-}" \
+		"$PROJECT/scripts/setup.sh"
+	"$PROJECT/scripts/root-arm64.sh"
+else
+	"$PROJECT/scripts/setup.sh"
+fi
 for k in $KERNELS; do FLAVOR=debug KSM=$k "$PROJECT/scripts/kernel.sh"; done
 "$PROJECT/scripts/guest-progs.sh"
 "$PROJECT/scripts/selftests.sh"
@@ -33,9 +42,10 @@ for k in $KERNELS; do
 	n=$(echo "$th" | wc -w)
 	races=0
 	[[ " $RACES " == *" $k "* ]] && races=1
-	# Results as those of kernel "$k-debug" (build/test/$k-debug, build/vm/test-$k-debug).
-	rm -rf "$B/test/$k-debug"
-	mkdir -p "$B/test/$k-debug"
+	# Results as those of kernel "$k-debug$SFX" (build/test/$k-debug, build/vm/test-$k-debug).
+	name=$k-debug$SFX
+	rm -rf "$B/test/$name"
+	mkdir -p "$B/test/$name"
 	set +e
 	# ZONE_MOVABLE on the top 256 MiB of each node (kernelcore=: 768 MiB of each node's 1 GiB
 	# for the kernel; node 1's movable zone then begins on a 128 MiB memory block), so that
@@ -47,14 +57,14 @@ for k in $KERNELS; do
 	[ "$k" = rust ] && scope_t=$((DURATION + 2100))
 	case "${FAULTS_SWEEP:-0}" in 1) sweep_t=7200 ;; short) sweep_t=1800 ;; esac
 	[ "${FAULTS:-0}" = 1 ] || [ "$sweep_t" != 0 ] && afo=1
-	ALLOC_FAILURES_OK=$afo KSM=$k KERNEL=$B/bzImage-debug-$k VM_RUN=$B/vm/test-$k-debug \
+	ALLOC_FAILURES_OK=$afo KSM=$k KERNEL=$B/$IMAGE-debug-$k$SFX VM_RUN=$B/vm/test-$name \
 		TIMEOUT=$(((DURATION + 900) * n + 900 + ${MM:-1} * 2700 + sweep_t + scope_t)) \
 		APPEND="kernelcore=1536M" \
-		CMD="RACES=$races MM=${MM:-1} FAULTS=${FAULTS:-0} FAULT_PERCENT=${FAULT_PERCENT:-1} FAULTS_SWEEP=${FAULTS_SWEEP:-0} sh $PROJECT/tests/vm/torture-guest.sh $k-debug $DURATION $th" \
+		CMD="RACES=$races MM=${MM:-1} FAULTS=${FAULTS:-0} FAULT_PERCENT=${FAULT_PERCENT:-1} FAULTS_SWEEP=${FAULTS_SWEEP:-0} sh $PROJECT/tests/vm/torture-guest.sh $name $DURATION $th" \
 		"$PROJECT/scripts/vm.sh"
-	echo $? > "$B/test/$k-debug/vm.rc"
+	echo $? > "$B/test/$name/vm.rc"
 	set -e
-	names+=("$k-debug")
+	names+=("$name")
 done
 say "torture done in $(elapsed $((SECONDS - t0)))"
 [ "${NO_REPORT:-0}" = 1 ] && exit 0

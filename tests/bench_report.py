@@ -4,7 +4,8 @@ a table of medians with the rksm / C KSM ratio per workload, and build/bench/mem
 memory merged over time, both kernels, under TCG and natively: the paper's vmstat trace as a
 plot).
 
-usage: bench_report.py [--accel tcg|kvm] [--config bench|test] [--native-raw RAW.jsonl...] RAW.jsonl...
+usage: bench_report.py [--accel tcg|kvm] [--config bench|test] [--machine "x86_64 4K"]
+                       [--native-raw RAW.jsonl...] RAW.jsonl...
        bench_report.py --native RAW.jsonl...   (the User-Mode Linux kernels: results-native.json)
        bench_report.py --lookups CONSOLE.log... (KUnit rksm_lookup's figures from native boots:
                                                 results-lookups.json)
@@ -419,6 +420,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--accel", default="tcg")
     ap.add_argument("--config", default="bench")
+    ap.add_argument("--machine", default="x86_64 4K",
+                    help="the guests' architecture and page size (an arm64 guest is emulated)")
     ap.add_argument("--native", action="store_true",
                     help="the records are of the User-Mode Linux kernels (scripts/um.sh)")
     ap.add_argument("--native-raw", nargs="*", default=[],
@@ -430,6 +433,7 @@ def main():
         print("bench_report: no results", file=sys.stderr)
         return 1
     vm = {"vcpus": 2, "memory_mib": 2048, "numa_nodes": 2, "accel": args.accel,
+          "machine": args.machine,
           "host_cpu": host_cpu(), "kernel": "6.12.117",
           "kernel_config": {"bench": "test config without lockdep, DEBUG_VM, DEBUG_LIST, "
                                      "DEBUG_ATOMIC_SLEEP (kernel/config/bench.config)",
@@ -447,6 +451,10 @@ def main():
                                                 "verified": r["verified"]}
                for r in rates]
     results += [{k: v for k, v in r.items() if k != "trace"} for r in costs]
+    if not args.native:
+        print("guests: %s pages, %s, %s kernels%s" % (
+            args.machine, args.accel.upper(), args.config,
+            " (an emulator's figures, not arm64 hardware's)" if "arm64" in args.machine else ""))
     summary = table(rates) if rates else []
     summary += cost_table(costs)
     problems = kernel_problems("um" if args.native else "vm")

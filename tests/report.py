@@ -161,7 +161,7 @@ def collect(top, kernel):
     for suite in sorted(os.listdir(base)):
         d = os.path.join(base, suite)
         # Judged against C KSM by compare_mm(), not case by case.
-        if not os.path.isdir(d) or suite == MM_SUITE:
+        if not os.path.isdir(d) or suite in (MM_SUITE, MM_UNMERGED):
             continue
         for f in sorted(os.listdir(d)):
             if not f.endswith(".out"):
@@ -327,6 +327,9 @@ def compare_abi(top, kernels):
 
 # The kernel's mm selftests run under PR_SET_MEMORY_MERGE (tests/vm/mm-merge-any.sh).
 MM_SUITE = "mm_merge_any"
+# The selftests run again without merging after a run of MM_SUITE kept bailing out on MM_RACE
+# (tests/vm/mm-merge-any.sh): C KSM's verdicts there judge rksm's cases beyond C's bail-out.
+MM_UNMERGED = "mm_merge_any_unmerged"
 # A selftest that reads a page's pagemap entry twice (read(), then the PAGEMAP_SCAN ioctl) bails
 # out when the two differ; ksmd splitting a large folio between the reads (its PTEs are migration
 # entries meanwhile, which pagemap reports as swap) does that on either kernel, at any case.
@@ -354,14 +357,21 @@ def mm_crashed(rc):
     return rc is None or rc in (124, 126, 127) or rc > 128
 
 
-def judge_mm(name, ref, got, exp, ref_name):
+def mm_target(k):
+    """The target part of kernel name k ("-arm64-16k" of rust-debug-arm64-16k; "" on x86_64)."""
+    i = k.find("-arm64-")
+    return k[i:] if i >= 0 else ""
+
+
+def judge_mm(name, ref, got, exp, ref_name, exp_name="tests/vm/mm_merge_any.expected"):
     """(why it fails or None, the case's title) for mm selftest `name`: `got` rksm's results,
-    `ref` the reference's, `exp` tests/vm/mm_merge_any.expected's (all (cases, rc, bailed)).
+    `ref` the reference's, `exp` the results that judge the cases beyond the reference's
+    bail-out, named `exp_name` (C KSM's run without merging, or tests/vm/mm_merge_any.expected;
+    all (cases, rc, bailed)).
 
     Both must have ended by themselves. A bail-out of the known race (MM_RACE) ends a run early:
     below the first case a bailing side never reported, both must report the same cases; if only
-    the reference bailed, rksm's later cases and exit status are judged against the expected
-    file. A case both ran must have one verdict, except a case of MM_TIMING. A case skipped on
+    the reference bailed, rksm's later cases and exit status are judged against `exp`. A case both ran must have one verdict, except a case of MM_TIMING. A case skipped on
     one side only is excused for a reason of MM_SKIPS, and only while rksm skips not many more
     than the reference.
     """
@@ -397,19 +407,25 @@ def judge_mm(name, ref, got, exp, ref_name):
     if {n for n in have if below(n)} != {n for n in want if below(n)}:
         return "%d cases reported, %s reported %d" % (
             len([n for n in have if below(n)]), ref_name, len([n for n in want if below(n)])), title
-    if want_race and not have_race and exp is not None and exp is not ref:
-        # The reference stopped early: rksm's later cases against C KSM's expected results.
+    if want_race and not have_race and (exp is None or exp[2]):
+        # Nothing to judge rksm's later cases by: failing is the honest verdict.
+        return ("%s bailed out at case %d, and %s" % (
+            ref_name, cut, "so did %s" % exp_name if exp else
+            "there is no %s to judge the later cases by" % exp_name)), title
+    if want_race and not have_race and exp is not ref:
+        # The reference stopped early: rksm's later cases against `exp`.
+        title += ", later cases as %s" % exp_name
         later = [n for n in have if n >= cut and n in exp[0]
                  and "skip" not in (have[n][1], exp[0][n][1])
                  and have[n][1] != exp[0][n][1] and (name, have[n][0]) not in MM_TIMING]
         if later:
             n = later[0]
-            return "case %d (after %s bailed out): expected %r, here %r" % (
-                n, ref_name, exp[0][n], have[n]), title
+            return "case %d (after %s bailed out): %s %r, here %r" % (
+                n, ref_name, exp_name, exp[0][n], have[n]), title
         if set(have) != set(exp[0]):
-            return "%d cases reported, the expected file has %d" % (len(have), len(exp[0])), title
+            return "%d cases reported, %s %d" % (len(have), exp_name, len(exp[0])), title
         if not timing and have_rc != exp[1]:
-            return "exit status %s, the expected file's %s" % (have_rc, exp[1]), title
+            return "exit status %s, %s %s" % (have_rc, exp_name, exp[1]), title
     elif cut is None and not timing and want_rc != have_rc:
         return "exit status %s, %s %s" % (have_rc, ref_name, want_rc), title
     return None, title
@@ -421,11 +437,12 @@ def compare_mm(top, kernels):
 
     Against the C kernel of the same run when both ran, else against tests/vm/mm_merge_any.expected
     (C KSM's results, taken from the C kernel of this tree: "selftest number status description"
-    per case, "selftest rc N" per selftest). A bail-out of the known race (MM_RACE) on either side
+    per case, "selftest rc N" per selftest; mm_merge_any-arm64-16k.expected and the like for
+    the other targets, where they exist). A bail-out of the known race (MM_RACE) on either side
     ends the comparison at the case where it happened.
     """
-    def results(k):
-        d = os.path.join(top, "build", "test", k, MM_SUITE)
+    def results(k, suite=MM_SUITE):
+        d = os.path.join(top, "build", "test", k, suite)
         if not os.path.isdir(d):
             return None
         got = {}
@@ -438,9 +455,15 @@ def compare_mm(top, kernels):
                 got[name] = (tap_by_number(text), rc, MM_RACE in text)
         return got
 
-    def expected():
+    def expected(k):
+        """C KSM's results for kernel k's target: tests/vm/mm_merge_any.expected on x86_64,
+        mm_merge_any-arm64-16k.expected and the like elsewhere (the cases differ with the page
+        size: cow runs one per THP size); None where the target has none."""
+        path = os.path.join(top, "tests", "vm", "mm_merge_any%s.expected" % mm_target(k))
+        if not os.path.exists(path):
+            return None
         exp = {}
-        for line in open(os.path.join(top, "tests", "vm", "mm_merge_any.expected")):
+        for line in open(path):
             w = line.rstrip("\n").split(" ", 3)
             if len(w) < 3:
                 continue
@@ -465,15 +488,26 @@ def compare_mm(top, kernels):
         ck = "c" + k[len("rust"):]
         ref = results(ck) if ck in kernels else None
         ref_name = "C KSM, same run"
+        exp = expected(k)
+        exp_name = "tests/vm/mm_merge_any%s.expected" % mm_target(k)
+        # Where C KSM's run kept bailing out, its run without merging judges the later cases.
+        unmerged = (results(ck, MM_UNMERGED) or {}) if ref is not None else {}
         if ref is None:
-            ref_name, ref = "tests/vm/mm_merge_any.expected", expected()
-        exp = expected() if ref_name.startswith("C KSM") else ref
+            if exp is None:
+                cases.append(Case(k, MM_SUITE, "C KSM's results", "fail",
+                                  "C KSM did not run here, and there is no %s" % exp_name))
+                continue
+            ref_name, ref = exp_name, exp
         for name in sorted(set(ref) | set(got)):
             if name not in got or name not in ref:
                 cases.append(Case(k, MM_SUITE, name, "fail", "ran on only one of %s and here" % ref_name))
                 continue
             log = os.path.join(top, "build", "test", k, MM_SUITE, name + ".out")
-            why, title = judge_mm(name, ref[name], got[name], exp.get(name), ref_name)
+            if name in unmerged:
+                later, later_name = unmerged[name], "C KSM without merging, same run"
+            else:
+                later, later_name = exp.get(name) if exp is not None else None, exp_name
+            why, title = judge_mm(name, ref[name], got[name], later, ref_name, later_name)
             cases.append(Case(k, MM_SUITE, title, "fail" if why else "pass", why or "",
                               log=log if why else None))
     return cases
@@ -603,7 +637,8 @@ def main():
     cases = []
     if sys.argv[1:2] == ["--mm-expected"]:
         # tests/vm/mm_merge_any.expected, from the C kernel's results in build/test/c (or in
-        # the run directory given, as a trial boot of the suite alone leaves it).
+        # the run directory given, as a trial boot of the suite alone leaves it; for arm64,
+        # build/test/c-arm64-16k into tests/vm/mm_merge_any-arm64-16k.expected).
         d = os.path.join(sys.argv[2] if len(sys.argv) > 2 else os.path.join(top, "build", "test", "c"),
                          MM_SUITE)
         for f in sorted(x for x in os.listdir(d) if x.endswith(".out")):
