@@ -55,6 +55,7 @@ QOPTS+=" -object memory-backend-ram,id=m1,size=1G -numa node,nodeid=1,cpus=1,mem
 QOPTS+=" -device virtio-rng-pci"
 # --force-9p: bookworm's virtiofsd is QEMU's old C one, which vng cannot start (it would try for
 # 3 s per directory, then fall back to 9p anyway).
+HOTPLUG=
 VNG=(vng --run "$KERNEL" -v --skip-modules --force-9p --disable-microvm
 	--cpus 2,sockets=2,cores=1,threads=1 --memory 2G)
 if [ "$TARGET" = arm64 ]; then
@@ -63,6 +64,12 @@ if [ "$TARGET" = arm64 ]; then
 	# Pointer authentication's architected algorithm (QARMA) is slow to emulate: QEMU's own
 	# (impdef) keeps every check and is much faster under TCG.
 	QOPTS+=" -cpu max,pauth-impdef=on"
+	# Memory that can be hot-removed: arm64 never offlines boot memory, so node 1 gets 512 MiB
+	# more from a virtio-mem device, onlined movable at boot (memhp_default_state below).
+	# QEMU merges this -m with vng's --memory 2G (which takes no maxmem).
+	QOPTS+=" -m 2G,slots=1,maxmem=3G -object memory-backend-ram,id=hp1,size=512M"
+	QOPTS+=" -device virtio-mem-pci,id=hpmem1,memdev=hp1,node=1,requested-size=512M"
+	HOTPLUG=memhp_default_state=online_movable
 else
 	VNG+=(--rwdir "$PROJECT")
 fi
@@ -118,7 +125,7 @@ case $TARGET/$(basename "$KERNEL") in x86_64/*debug*) PAGING=no5lvl ;; esac
 say "boot $(basename "$KERNEL") with virtme-ng ($ACCEL, 2 vCPUs, 2 GiB, 2 NUMA nodes)"
 t0=$SECONDS
 # shellcheck disable=SC2086
-vng_argv "$ACCEL" "$RUN" $PAGING $KUNIT_ARGS ${APPEND:-}
+vng_argv "$ACCEL" "$RUN" $PAGING $HOTPLUG $KUNIT_ARGS ${APPEND:-}
 printf '%q ' "${ARGV[@]}" > "$RUN/vng.cmd"
 set +e
 {

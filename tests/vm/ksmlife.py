@@ -20,6 +20,7 @@ that what C KSM does, the kernel under test does too. Prints TAP.
 
 import errno
 import os
+import re
 import subprocess
 import sys
 import time
@@ -367,9 +368,10 @@ def anon_huge_kib():
 
 
 # The thp part's huge pages per process, fewer where they are large: what the two processes
-# take together stays within THP_MIB (none: the part is skipped).
+# take together stays within THP_MIB.
 THP_HUGE_PAGES = 4
 THP_MIB = 256
+THP_SIZES = "/sys/kernel/mm/transparent_hugepage"
 
 
 def hpage_pmd_size():
@@ -380,27 +382,71 @@ def hpage_pmd_size():
         return 0
 
 
+def mthp_size(most):
+    """The largest multi-size THP (a PTE-mapped large folio) of at most `most` bytes that the
+    kernel offers (THP_SIZES/hugepages-<size>kB), or 0."""
+    sizes = []
+    for d in (os.listdir(THP_SIZES) if os.path.isdir(THP_SIZES) else []):
+        m = re.match(r"hugepages-(\d+)kB$", d)
+        if m and PAGE < int(m.group(1)) << 10 <= most:
+            sizes.append(int(m.group(1)) << 10)
+    return max(sizes, default=0)
+
+
+def mthp_anon(size):
+    """How many anonymous folios of `size` bytes are allocated now."""
+    return int(read_file("%s/hugepages-%dkB/stats/nr_anon" % (THP_SIZES, size >> 10)))
+
+
 def part_thp():
     """Areas backed by transparent huge pages (ksmpages -t): KSM splits a huge page to merge its
     pages. Every huge page has one page that merges with nothing (the last of each in the first
     process, the first of each in the second), so that neither decides the split; the others
     pair across the two processes (worst pattern) and all of them merge. Each process maps
     THP_HUGE_PAGES huge pages of the kernel's PMD size (8 MiB with 2 MiB huge pages), fewer if
-    that would not fit in THP_MIB."""
+    that would not fit in THP_MIB. Where not even one fits (512 MiB with 64 KiB pages), the huge
+    pages are the largest multi-size THPs that fit, PTE-mapped large folios, which KSM splits
+    the same way."""
     hpage = hpage_pmd_size()
     if not hpage:
         tap.check(False, "thp: the kernel has transparent huge pages (%s)" % HPAGE_PMD_SIZE)
         return
     count = min(THP_HUGE_PAGES, (THP_MIB << 20) // (2 * hpage))
-    if not count:
-        tap.skip("thp: huge pages of %d MiB, two of them more than the %d MiB this part takes"
-                 % (hpage >> 20, THP_MIB))
-        return
+    knob, saved = None, None
+    if count:
+        kind = "PMD-mapped"
+
+        def huge_kib():
+            return anon_huge_kib()
+    else:
+        size = mthp_size((THP_MIB << 20) // (2 * THP_HUGE_PAGES))
+        if not tap.check(size, "thp: a multi-size THP of at most %d MiB, as %d MiB PMD-mapped "
+                         "ones do not fit twice in %d MiB" % (THP_MIB // (2 * THP_HUGE_PAGES),
+                                                              hpage >> 20, THP_MIB)):
+            return
+        kind, hpage, count = "%d MiB multi-size" % (size >> 20), size, THP_HUGE_PAGES
+        knob = "%s/hugepages-%dkB/enabled" % (THP_SIZES, size >> 10)
+        saved = re.search(r"\[(\w+)\]", read_file(knob)).group(1)
+        write_file(knob, "madvise")
+
+        def huge_kib():
+            return mthp_anon(size) * (size >> 10)
+    try:
+        part_thp_run(hpage, count, kind, huge_kib)
+    finally:
+        if knob:
+            write_file(knob, saved)
+
+
+def part_thp_run(hpage, count, kind, huge_kib):
+    """part_thp with `count` huge pages of `hpage` bytes (`kind`) per process; huge_kib() is
+    how much memory such huge pages hold now."""
     mib = count * hpage >> 20
-    before = anon_huge_kib()
+    before = huge_kib()
     procs = [Proc(EXE, "worst", mib, extra=["-t"]) for _ in range(2)]
-    huge = anon_huge_kib() - before
-    tap.check(huge >= mib * 1024, "thp: %d KiB of the %d MiB in huge pages" % (huge, 2 * mib))
+    huge = huge_kib() - before
+    tap.check(huge >= mib * 1024, "thp: %d KiB of the %d MiB in %s huge pages"
+              % (huge, 2 * mib, kind))
     per = hpage // PAGE
     unique = 0
     for k, p in enumerate(procs):
@@ -414,8 +460,8 @@ def part_thp():
     ok = wait_until(lambda: merged() >= total, 60)
     tap.check(ok and merged() == total, "thp: %d of %d pages merged, %d full scans"
               % (merged(), total, ksm_read("full_scans") - scans))
-    tap.check(anon_huge_kib() == before, "thp: huge pages split (%d KiB left, %d before)"
-              % (anon_huge_kib(), before))
+    tap.check(huge_kib() == before, "thp: huge pages split (%d KiB left, %d before)"
+              % (huge_kib(), before))
     verify(procs, "thp")
     stop(procs)
     reset()
