@@ -9,8 +9,9 @@
 # APPEND (more kernel arguments), TIMEOUT (seconds, default 1800), ACCEL (kvm|tcg), QUIET=1 (no
 # command output on stdout; it is still in the run directory), VM_RUN (run directory, under the
 # project), ARCH=arm64 PAGE=4K|16K|64K (boot build/Image-$KSM-arm64-16k, ...: QEMU's arm64 virt
-# machine, with build/arm64/root, scripts/root-arm64.sh, for the root, and the test programs of
-# build/tests-arm64 and build/selftests-arm64 seen at build/tests and build/selftests). A KERNEL
+# machine, with build/arm64/root, scripts/root-arm64.sh, for the root, the test programs of
+# build/tests-arm64 and build/selftests-arm64 seen at build/tests and build/selftests, and 512 MiB
+# more on node 1 from virtio-mem, the memory arm64 can hot-remove). A KERNEL
 # named Image-* is an arm64 one. The run directory keeps cmd.sh, console.log (the kernel's log),
 # output.log (the command's) and rc (its status).
 #
@@ -55,7 +56,7 @@ QOPTS+=" -object memory-backend-ram,id=m1,size=1G -numa node,nodeid=1,cpus=1,mem
 QOPTS+=" -device virtio-rng-pci"
 # --force-9p: bookworm's virtiofsd is QEMU's old C one, which vng cannot start (it would try for
 # 3 s per directory, then fall back to 9p anyway).
-HOTPLUG=
+HOTPLUG= MEMORY="2 GiB"
 VNG=(vng --run "$KERNEL" -v --skip-modules --force-9p --disable-microvm
 	--cpus 2,sockets=2,cores=1,threads=1 --memory 2G)
 if [ "$TARGET" = arm64 ]; then
@@ -69,7 +70,7 @@ if [ "$TARGET" = arm64 ]; then
 	# QEMU merges this -m with vng's --memory 2G (which takes no maxmem).
 	QOPTS+=" -m 2G,slots=1,maxmem=3G -object memory-backend-ram,id=hp1,size=512M"
 	QOPTS+=" -device virtio-mem-pci,id=hpmem1,memdev=hp1,node=1,requested-size=512M"
-	HOTPLUG=memhp_default_state=online_movable
+	HOTPLUG=memhp_default_state=online_movable MEMORY="2.5 GiB (512 MiB virtio-mem)"
 else
 	VNG+=(--rwdir "$PROJECT")
 fi
@@ -122,7 +123,7 @@ KUNIT_ARGS="kunit.enable=0"
 PAGING=
 case $TARGET/$(basename "$KERNEL") in x86_64/*debug*) PAGING=no5lvl ;; esac
 
-say "boot $(basename "$KERNEL") with virtme-ng ($ACCEL, 2 vCPUs, 2 GiB, 2 NUMA nodes)"
+say "boot $(basename "$KERNEL") with virtme-ng ($ACCEL, 2 vCPUs, $MEMORY, 2 NUMA nodes)"
 t0=$SECONDS
 # shellcheck disable=SC2086
 vng_argv "$ACCEL" "$RUN" $PAGING $HOTPLUG $KUNIT_ARGS ${APPEND:-}
