@@ -28,12 +28,9 @@ S := scripts
 
 all: test
 
+# ARCH=arm64 needs the cross tools and QEMU's arm64 emulator too: setup.sh adds them.
 setup:
-	@EXTRA_PKGS="$(ARM64_PKGS) $(EXTRA_PKGS)" $(S)/setup.sh
-
-# ARCH=arm64 needs the cross tools and QEMU's arm64 emulator too.
-ARM64_PKGS = $(if $(filter arm64,$(ARCH)),qemu-system-arm gcc-aarch64-linux-gnu \
-	libc6-dev-arm64-cross mmdebstrap)
+	@$(S)/setup.sh
 
 kernel: setup
 	@$(S)/kernel.sh

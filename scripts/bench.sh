@@ -33,16 +33,13 @@ target
 t0=$SECONDS
 FLAVOR=${FLAVOR:-bench}
 case $FLAVOR in bench) img=$IMAGE-bench ;; test) img=$IMAGE ;; *) die "FLAVOR: bench or test" ;; esac
+EXTRA_PKGS=python3-matplotlib "$PROJECT/scripts/setup.sh"
 if [ "$TARGET" = arm64 ]; then
-	EXTRA_PKGS="python3-matplotlib qemu-system-arm gcc-aarch64-linux-gnu libc6-dev-arm64-cross mmdebstrap" \
-		"$PROJECT/scripts/setup.sh"
-	"$PROJECT/scripts/root-arm64.sh"
 	parts=${PARTS:-ksmpages,selftests,cost}
 	for p in qemu native; do
 		echo ",$parts," | grep -q ",$p," && die "PARTS=$p runs on x86_64 only (see the top of this script)"
 	done
 else
-	EXTRA_PKGS=python3-matplotlib "$PROJECT/scripts/setup.sh"
 	parts=${PARTS:-ksmpages,selftests,qemu,cost,native}
 fi
 has_part() { echo "$parts" | tr ',' '\n' | grep -qx "$1"; }

@@ -10,6 +10,9 @@ PKGS=(linux-source-6.12 rustc-web rust-web-src clang-19 lld-19 llvm-19 libclang-
 # EXTRA_PKGS: what one command needs beyond these (make bench: python3-matplotlib for its plot).
 read -r -a extra <<< "${EXTRA_PKGS:-}"
 PKGS+=("${extra[@]}")
+# ARCH=arm64 (make test-arm64, and make kernel, vm, torture or bench with it): the emulator, the
+# cross compiler for the test programs, and what builds the guests' Debian root.
+case ${ARCH:-} in arm64) PKGS+=(qemu-system-arm gcc-aarch64-linux-gnu libc6-dev-arm64-cross mmdebstrap) ;; esac
 BINDGEN_VERSION=0.73.2
 
 missing=()

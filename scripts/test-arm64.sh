@@ -17,8 +17,7 @@ PAGES=${PAGES:-4K 16K 64K}
 KERNELS=${KERNELS:-c rust}
 export ARCH=arm64
 t0=$SECONDS
-EXTRA_PKGS="qemu-system-arm gcc-aarch64-linux-gnu libc6-dev-arm64-cross mmdebstrap ${EXTRA_PKGS:-}" \
-	"$PROJECT/scripts/setup.sh"
+"$PROJECT/scripts/setup.sh"
 "$PROJECT/scripts/root-arm64.sh"
 PREPARE=1 "$PROJECT/scripts/kernel.sh"
 "$PROJECT/scripts/selftests.sh"

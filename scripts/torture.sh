@@ -25,13 +25,7 @@ DURATION=${DURATION:-1800}
 THREADS=${THREADS:-1 2}
 RACES=${RACES:-$KERNELS}
 t0=$SECONDS
-if [ "$TARGET" = arm64 ]; then
-	EXTRA_PKGS="qemu-system-arm gcc-aarch64-linux-gnu libc6-dev-arm64-cross mmdebstrap ${EXTRA_PKGS:-}" \
-		"$PROJECT/scripts/setup.sh"
-	"$PROJECT/scripts/root-arm64.sh"
-else
-	"$PROJECT/scripts/setup.sh"
-fi
+"$PROJECT/scripts/setup.sh"
 for k in $KERNELS; do FLAVOR=debug KSM=$k "$PROJECT/scripts/kernel.sh"; done
 "$PROJECT/scripts/guest-progs.sh"
 "$PROJECT/scripts/selftests.sh"

@@ -83,7 +83,7 @@ selftests() { # suite-name suffix
 	# suites after it run with the boot value, as the ones before it did.
 	echo "$zero_pages" > /sys/kernel/mm/ksm/use_zero_pages
 }
-pad=$(printf "%$((5 * $(getconf PAGESIZE)))s" '' | tr ' ' K)
+pad=$(python3 -c 'import os; print("K" * 5 * os.sysconf("SC_PAGE_SIZE"))')
 zero_pages=$(cat /sys/kernel/mm/ksm/use_zero_pages)
 
 # rksm's own workloads: full merge, every byte back, COW privacy, unmerge.
