@@ -174,6 +174,49 @@ static int not_exclusive(const char *a)
 	return n;
 }
 
+/*
+ * Says, for a failure's report, where the area's pages are: each distinct frame with how many
+ * of the pages map it and its swap-cache flag (/proc/kpageflags bit 14), the pages swapped out,
+ * and KSM's counters.
+ */
+static void describe_area(const char *a)
+{
+	unsigned long long pfn[PAGES], flags;
+	int kpf = open("/proc/kpageflags", O_RDONLY), swapped = 0, absent = 0;
+
+	for (int i = 0; i < PAGES; i++) {
+		unsigned long long e = pagemap_of(a + i * page_size);
+
+		pfn[i] = e >> 63 & 1 ? e & ((1ULL << 55) - 1) : 0;
+		swapped += !(e >> 63 & 1) && (e >> 62 & 1);
+		absent += !(e >> 63 & 1) && !(e >> 62 & 1);
+	}
+	for (int i = 0; i < PAGES; i++) {
+		int n = 0, seen = 0;
+
+		if (!pfn[i])
+			continue;
+		for (int j = 0; j < PAGES; j++) {
+			n += pfn[j] == pfn[i];
+			seen |= j < i && pfn[j] == pfn[i];
+		}
+		if (seen)
+			continue;
+		flags = 0;
+		if (kpf >= 0 && pread(kpf, &flags, sizeof(flags), pfn[i] * sizeof(flags)) != sizeof(flags))
+			flags = 0;
+		printf("#   frame %#llx: %d of the pages, first page %d%s\n", pfn[i], n, i,
+		       flags >> 14 & 1 ? ", in the swap cache" : "");
+	}
+	if (kpf >= 0)
+		close(kpf);
+	printf("#   %d pages swapped out, %d not there; pages_shared %ld, pages_sharing %ld, "
+	       "pages_unshared %ld, pages_volatile %ld, full_scans %ld\n", swapped, absent,
+	       read_long(KSM "pages_shared"), read_long(KSM "pages_sharing"),
+	       read_long(KSM "pages_unshared"), read_long(KSM "pages_volatile"),
+	       read_long(KSM "full_scans"));
+}
+
 /* Waits until at least want of this process's pages are merged: 0, or -1 after 60 s. */
 static int wait_merged(long want)
 {
@@ -665,8 +708,14 @@ static void call_swapin(int n)
 	if (r && madvise(a, PAGES * page_size, MADV_POPULATE_READ))
 		bad("MADV_POPULATE_READ again: %s", strerror(errno));
 	verify(a);
-	if (check_merge(n) && wait_merged(PAGES))
+	if (check_merge(n) && wait_merged(PAGES)) {
 		bad("%ld of %d pages merged again after swap-in", merging(), PAGES);
+		describe_area(a);
+		/* Late, or never? */
+		printf("#   %s 60 s later (%ld of %d)\n",
+		       wait_merged(PAGES) ? "still not merged" : "all merged", merging(), PAGES);
+		describe_area(a);
+	}
 	verify(a);
 }
 
