@@ -210,8 +210,8 @@ static void describe_area(const char *a)
 	}
 	if (kpf >= 0)
 		close(kpf);
-	printf("#   %d pages swapped out, %d not there; pages_shared %ld, pages_sharing %ld, "
-	       "pages_unshared %ld, pages_volatile %ld, full_scans %ld\n", swapped, absent,
+	printf("#   %d pages swapped out, %d not there; pages_shared %ld, pages_sharing %ld, pages_unshared %ld, pages_volatile %ld, full_scans %ld\n",
+	       swapped, absent,
 	       read_long(KSM "pages_shared"), read_long(KSM "pages_sharing"),
 	       read_long(KSM "pages_unshared"), read_long(KSM "pages_volatile"),
 	       read_long(KSM "full_scans"));

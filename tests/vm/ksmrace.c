@@ -119,10 +119,12 @@ static long merging_pages(void)
 	return read_long("/proc/self/ksm_merging_pages");
 }
 
+#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+
 /* The knobs a scenario changes, saved to be put back. */
 static const char * const saved_names[] = { "run", "sleep_millisecs", "pages_to_scan",
 					    "merge_across_nodes", "smart_scan" };
-#define NR_SAVED (sizeof(saved_names) / sizeof(saved_names[0]))
+#define NR_SAVED ARRAY_SIZE(saved_names)
 static long saved[NR_SAVED];
 
 static void save_knobs(void)
@@ -899,9 +901,8 @@ static void scenario_offline(double budget)
 			double t = now();
 			long scans = knob("full_scans");
 
-			printf("# round %d: %ld merging pages after 60 s: pages_shared %ld, "
-			       "pages_sharing %ld, pages_unshared %ld, pages_volatile %ld, "
-			       "pages_skipped %ld\n", rounds, merging_pages(), knob("pages_shared"),
+			printf("# round %d: %ld merging pages after 60 s: pages_shared %ld, pages_sharing %ld, pages_unshared %ld, pages_volatile %ld, pages_skipped %ld\n",
+			       rounds, merging_pages(), knob("pages_shared"),
 			       knob("pages_sharing"), knob("pages_unshared"), knob("pages_volatile"),
 			       knob("pages_skipped"));
 			w = wait_merged(OFF_PAGES * 15 / 16, 120);

@@ -121,7 +121,7 @@ int main(int argc, char **argv)
 {
 	/* How many B areas (default 1: pairs only), and the full scans given to merge them. */
 	int nb = argc > 1 ? atoi(argv[1]) : 1, passes = argc > 2 ? atoi(argv[2]) : 200;
-	const char *names[] = { "run", "sleep_millisecs", "pages_to_scan", "smart_scan" };
+	static const char * const names[] = { "run", "sleep_millisecs", "pages_to_scan", "smart_scan" };
 	long saved[4], merged, want;
 	char *a, *b[PHASES];
 
