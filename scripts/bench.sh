@@ -23,9 +23,9 @@
 # costly debugging checks, kernel/config/bench.config); FLAVOR=test times the test kernels.
 # ARCH=arm64 PAGE=4K|16K|64K: the arm64 kernels of that page size under TCG (an emulator's
 # figures: TCG translates arm64 to x86 code, so they say how the two kernels compare there, not
-# what arm64 hardware gives). Their default PARTS is ksmpages,selftests,cost: the QEMU guests'
-# part would nest a second emulated arm64 machine in the first, and the native part is User-Mode
-# Linux, which exists for x86 only.
+# what arm64 hardware gives). Their default PARTS is ksmpages,selftests,cost (the cost under TCG
+# only): the QEMU guests' part would nest a second emulated arm64 machine in the first, and the
+# native part is User-Mode Linux, which exists for x86 only.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 target
@@ -89,8 +89,12 @@ if [ "$tcg" != 0 ] && echo "$parts" | tr ',' '\n' | grep -qx qemu; then
 		run_bench $k bench-$k-qemu raw-$k-qemu.jsonl --reps "$REPS" --parts qemu
 	done
 fi
-# Natively: the ksmpages workloads with PARTS native, the running cost with PARTS cost.
-native_parts=$(for p in native cost; do if has_part $p; then echo $p; fi; done | sed 's/^native$/ksmpages/' | paste -sd, -)
+# Natively: the ksmpages workloads with PARTS native, the running cost with PARTS cost; on
+# x86_64 only (User-Mode Linux), so arm64's running cost is measured under TCG alone.
+native_parts=
+if [ "$TARGET" = x86_64 ]; then
+	native_parts=$(for p in native cost; do if has_part $p; then echo $p; fi; done | sed 's/^native$/ksmpages/' | paste -sd, -)
+fi
 native=0
 [ -n "$native_parts" ] && native=1
 if [ $native = 1 ]; then
