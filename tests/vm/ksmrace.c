@@ -96,24 +96,6 @@ static double now(void)
 	return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
-static long knob(const char *name)
-{
-	char path[128];
-
-	snprintf(path, sizeof(path), KSM "%s", name);
-	return read_long(path);
-}
-
-/* Writes a knob; returns 0 or the errno of the write. */
-static int set_knob(const char *name, long value)
-{
-	char path[128], buf[32];
-
-	snprintf(path, sizeof(path), KSM "%s", name);
-	snprintf(buf, sizeof(buf), "%ld", value);
-	return write_errno(path, buf);
-}
-
 static long merging_pages(void)
 {
 	return read_long("/proc/self/ksm_merging_pages");
@@ -130,15 +112,15 @@ static long saved[NR_SAVED];
 static void save_knobs(void)
 {
 	for (size_t i = 0; i < NR_SAVED; i++)
-		saved[i] = knob(saved_names[i]);
+		saved[i] = ksm_knob(saved_names[i]);
 }
 
 static void restore_knobs(void)
 {
-	set_knob("run", 2);
+	ksm_set_knob("run", 2);
 	for (int i = NR_SAVED - 1; i >= 0; i--)
 		if (saved[i] >= 0)
-			set_knob(saved_names[i], saved[i]);
+			ksm_set_knob(saved_names[i], saved[i]);
 }
 
 static void *map_pages(size_t n)
@@ -208,9 +190,9 @@ static void scenario_register(double budget)
 	int rounds = 0, lost = 0, unmerged_a = 0;
 	unsigned int seed = getpid();
 
-	set_knob("run", 1);
-	set_knob("sleep_millisecs", 0);
-	set_knob("pages_to_scan", 10000);
+	ksm_set_knob("run", 1);
+	ksm_set_knob("sleep_millisecs", 0);
+	ksm_set_knob("pages_to_scan", 10000);
 	while (now() < end && !lost) {
 		char *a = map_pages(NA), *b;
 		long sc;
@@ -228,14 +210,14 @@ static void scenario_register(double budget)
 		fill(b, NB, same, 0x2000 + rounds);
 		madvise(b, NB * PAGE, MADV_MERGEABLE);
 		/* B merges within a few passes; a lost registration has no passes at all. */
-		sc = knob("full_scans");
-		while (merging_pages() < (long)NB / 2 && knob("full_scans") < sc + 8 &&
+		sc = ksm_knob("full_scans");
+		while (merging_pages() < (long)NB / 2 && ksm_knob("full_scans") < sc + 8 &&
 		       now() < end + 30)
 			usleep(2000);
 		if (merging_pages() < (long)NB / 2) {
 			lost++;
 			printf("# round %d: the new area never merged (full_scans %ld -> %ld)\n", rounds,
-			       sc, knob("full_scans"));
+			       sc, ksm_knob("full_scans"));
 		}
 		munmap(b, NB * PAGE);
 		rounds++;
@@ -339,8 +321,8 @@ static void scenario_migrate(double budget)
 		check(0, "migrate: needs two NUMA nodes");
 		return;
 	}
-	set_knob("sleep_millisecs", 0);
-	set_knob("pages_to_scan", 10000);
+	ksm_set_knob("sleep_millisecs", 0);
+	ksm_set_knob("pages_to_scan", 10000);
 	mig_area = map_pages(MIG_PAGES);
 	fill(mig_area, MIG_PAGES, mig_value, 0x5eed);
 	madvise(mig_area, MIG_PAGES * PAGE, MADV_MERGEABLE);
@@ -348,11 +330,11 @@ static void scenario_migrate(double budget)
 	while (now() < end) {
 		long w;
 
-		if (set_knob("run", 1))
+		if (ksm_set_knob("run", 1))
 			run_errors++;
 		merged_rounds += wait_merged(MIG_PAGES / 2, 10);
 		/* Unmerge everything while the pages keep moving. */
-		if (set_knob("run", 2))
+		if (ksm_set_knob("run", 2))
 			run_errors++;
 		w = first_wrong(mig_area, MIG_PAGES, mig_value, 0x5eed);
 		if (w >= 0) {
@@ -363,8 +345,8 @@ static void scenario_migrate(double budget)
 	}
 	mig_stop = 1;
 	pthread_join(t, NULL);
-	set_knob("run", 2);
-	left = knob("pages_shared") + knob("pages_sharing");
+	ksm_set_knob("run", 2);
+	left = ksm_knob("pages_shared") + ksm_knob("pages_sharing");
 	printf("# migrate: %d rounds, %ld pages moved (%ld merged), %ld move_pages errors\n", rounds,
 	       mig_moved, mig_ksm_moved, mig_errors);
 	check(!wrong, "migrate: every byte right after each unmerge (%d rounds)", rounds);
@@ -397,9 +379,9 @@ static void scenario_release(double budget)
 		check(0, "release: needs two NUMA nodes");
 		return;
 	}
-	set_knob("sleep_millisecs", 0);
-	set_knob("pages_to_scan", 10000);
-	set_knob("run", 1);
+	ksm_set_knob("sleep_millisecs", 0);
+	ksm_set_knob("pages_to_scan", 10000);
+	ksm_set_knob("run", 1);
 	while (now() < end) {
 		char *a = map_pages(MIG_PAGES);
 		long sc;
@@ -425,8 +407,8 @@ static void scenario_release(double budget)
 		 */
 		usleep(10000);
 		munmap(a, MIG_PAGES * PAGE);
-		sc = knob("full_scans");
-		while (knob("full_scans") < sc + 2 && now() < end + 30)
+		sc = ksm_knob("full_scans");
+		while (ksm_knob("full_scans") < sc + 2 && now() < end + 30)
 			usleep(20000);
 		shared[0] = 1;
 		if (waitpid(pid, &st, 0) != pid || !WIFEXITED(st) || WEXITSTATUS(st)) {
@@ -438,8 +420,8 @@ static void scenario_release(double budget)
 	}
 	moved = shared[1];
 	ksm_moved = shared[2];
-	set_knob("run", 2);
-	left = knob("pages_shared") + knob("pages_sharing");
+	ksm_set_knob("run", 2);
+	left = ksm_knob("pages_shared") + ksm_knob("pages_sharing");
 	printf("# release: %d rounds, the children moved %ld pages (%ld merged)\n", rounds, moved,
 	       ksm_moved);
 	check(!child_failed, "release: every child read every byte right (%d of %d rounds failed)",
@@ -569,7 +551,7 @@ static void scenario_bystander(double budget)
 	double end = now() + budget;
 	int rounds = 0, split = 0, wrong = 0, huge_rounds = 0, timely = 0;
 
-	set_knob("merge_across_nodes", 1);
+	ksm_set_knob("merge_across_nodes", 1);
 	while (now() < end) {
 		/* X then Y in one area, so that ksmd meets X's pages first in each pass. */
 		char *xy = map_pages(2 * NX), *y = xy + NX * PAGE;
@@ -583,21 +565,21 @@ static void scenario_bystander(double budget)
 
 		fill_prefixed(xy, NX, 0x1000 * (rounds + 1));
 		fill_prefixed(y, NX, 0x1000 * (rounds + 1));
-		set_knob("run", 2);
-		set_knob("sleep_millisecs", 60000);
-		set_knob("pages_to_scan", NX);
+		ksm_set_knob("run", 2);
+		ksm_set_knob("sleep_millisecs", 60000);
+		ksm_set_knob("pages_to_scan", NX);
 		madvise(xy, 2 * NX * PAGE, MADV_MERGEABLE);
-		set_knob("run", 1);
+		ksm_set_knob("run", 1);
 		/* Pass 1 takes checksums; pass 2's first batch puts X into the unstable tree. */
-		sc = knob("pages_scanned");
-		set_knob("sleep_millisecs", 0);
-		while (knob("pages_scanned") < sc + 2 * (long)NX && now() < end + 60)
+		sc = ksm_knob("pages_scanned");
+		ksm_set_knob("sleep_millisecs", 0);
+		while (ksm_knob("pages_scanned") < sc + 2 * (long)NX && now() < end + 60)
 			usleep(500);
-		set_knob("sleep_millisecs", 60000);
-		while (knob("pages_scanned") < sc + 3 * (long)NX && now() < end + 60)
+		ksm_set_knob("sleep_millisecs", 60000);
+		while (ksm_knob("pages_scanned") < sc + 3 * (long)NX && now() < end + 60)
 			usleep(1000);
-		unshared = knob("pages_unshared");
-		sc = knob("pages_scanned");
+		unshared = ksm_knob("pages_unshared");
+		sc = ksm_knob("pages_scanned");
 		madvise(xy, NX * PAGE, MADV_DONTNEED);
 		if (pipe(p) || pipe(q))
 			exit(2);
@@ -611,11 +593,11 @@ static void scenario_bystander(double budget)
 		for (int i = 0; i < 4; i++)
 			moved[i] = thp_stat(took[i]);
 		/* Y's batch, now: ksmd wakes when sleep_millisecs changes. */
-		timely += knob("pages_scanned") == sc;
-		set_knob("sleep_millisecs", 1);
-		while (knob("pages_scanned") < sc + (long)NX && now() < end + 60)
+		timely += ksm_knob("pages_scanned") == sc;
+		ksm_set_knob("sleep_millisecs", 1);
+		while (ksm_knob("pages_scanned") < sc + (long)NX && now() < end + 60)
 			usleep(2000);
-		set_knob("sleep_millisecs", 60000);
+		ksm_set_knob("sleep_millisecs", 60000);
 		after = anon_huge_kb(pid);
 		/* What moved anywhere meanwhile: who took them. */
 		for (int i = 0; i < 4; i++)
@@ -682,8 +664,8 @@ static int set_block_bounded_ksm(long block, const char *state, int secs)
 
 	if (err == ETIMEDOUT)
 		printf("# pages_shared %ld, pages_sharing %ld, stable_node_chains %ld, full_scans %ld\n",
-		       knob("pages_shared"), knob("pages_sharing"), knob("stable_node_chains"),
-		       knob("full_scans"));
+		       ksm_knob("pages_shared"), ksm_knob("pages_sharing"), ksm_knob("stable_node_chains"),
+		       ksm_knob("full_scans"));
 	errno = err;
 	return err;
 }
@@ -798,10 +780,10 @@ static void scenario_offline(double budget)
 		check(0, "offline: memory blocks, pagemap and node 1 are there");
 		return;
 	}
-	set_knob("run", 2);
-	set_knob("sleep_millisecs", 0);
-	set_knob("pages_to_scan", 10000);
-	set_knob("merge_across_nodes", 1);
+	ksm_set_knob("run", 2);
+	ksm_set_knob("sleep_millisecs", 0);
+	ksm_set_knob("pages_to_scan", 10000);
+	ksm_set_knob("merge_across_nodes", 1);
 	/*
 	 * Without smart scanning: each slice refilled is pairs of equal pages only, and a pair
 	 * whose two pages smart scanning looks at in different passes never merges, on C 6.12 and
@@ -810,7 +792,7 @@ static void scenario_offline(double budget)
 	 * run failed this way (Documentation/mm/rksm-measurements.rst, "Smart scan keeps pairs
 	 * apart"). This scenario is about offlining.
 	 */
-	set_knob("smart_scan", 0);
+	ksm_set_knob("smart_scan", 0);
 	if (getenv("OFFLINE_SECS"))
 		offline_secs = atoi(getenv("OFFLINE_SECS"));
 	target = offlinable_block();
@@ -822,7 +804,7 @@ static void scenario_offline(double budget)
 	syscall(SYS_mbind, a, OFF_PAGES * PAGE, 2 /* MPOL_BIND */, &node1, 64, 0);
 	off_fill(a, 0, OFF_PAGES);
 	madvise(a, OFF_PAGES * PAGE, MADV_MERGEABLE);
-	set_knob("run", 1);
+	ksm_set_knob("run", 1);
 	w = wait_merged(OFF_PAGES * 3 / 4, 60);
 	check(w, "offline: the pages merged (%ld)", merging_pages());
 	for (size_t i = 0; i < OFF_PAGES; i++) {
@@ -899,15 +881,15 @@ static void scenario_offline(double budget)
 		} else {
 			/* What the scanner did, and how much later the slice merges, if it does. */
 			double t = now();
-			long scans = knob("full_scans");
+			long scans = ksm_knob("full_scans");
 
 			printf("# round %d: %ld merging pages after 60 s: pages_shared %ld, pages_sharing %ld, pages_unshared %ld, pages_volatile %ld, pages_skipped %ld\n",
-			       rounds, merging_pages(), knob("pages_shared"),
-			       knob("pages_sharing"), knob("pages_unshared"), knob("pages_volatile"),
-			       knob("pages_skipped"));
+			       rounds, merging_pages(), ksm_knob("pages_shared"),
+			       ksm_knob("pages_sharing"), ksm_knob("pages_unshared"), ksm_knob("pages_volatile"),
+			       ksm_knob("pages_skipped"));
 			w = wait_merged(OFF_PAGES * 15 / 16, 120);
 			printf("# round %d: %s %.1f s later, %ld full scans later\n", rounds,
-			       w ? "merged" : "still not merged", now() - t, knob("full_scans") - scans);
+			       w ? "merged" : "still not merged", now() - t, ksm_knob("full_scans") - scans);
 		}
 		if (off_wrong(a, 0, OFF_PAGES) >= 0) {
 			wrong++;
@@ -931,9 +913,9 @@ static void scenario_offline(double budget)
 	check(remerged == rounds, "offline: the freed slice merged again (%d of %d rounds)",
 	      remerged, rounds);
 	check(!wrong, "offline: every byte right (%d of %d rounds wrong)", wrong, rounds);
-	set_knob("run", 2);
-	left = knob("pages_shared") + knob("pages_sharing") + knob("stable_node_chains") +
-	       knob("stable_node_dups");
+	ksm_set_knob("run", 2);
+	left = ksm_knob("pages_shared") + ksm_knob("pages_sharing") + ksm_knob("stable_node_chains") +
+	       ksm_knob("stable_node_dups");
 	check(left == 0, "offline: no KSM page or node left after run=2 (%ld)", left);
 	check(off_wrong(a, 0, OFF_PAGES) < 0, "offline: every byte right at the end");
 	munmap(a, OFF_PAGES * PAGE);
@@ -1030,7 +1012,7 @@ static int advisor_events(long *sum, long *seconds)
 
 static void scenario_advisor(double budget)
 {
-	long threads = knob("scan_threads"), target = knob("advisor_target_scan_time");
+	long threads = ksm_knob("scan_threads"), target = ksm_knob("advisor_target_scan_time");
 	long sum0, sum1, s0, s1, t0, t1, h0, h1, mode_ok;
 	double end = now() + budget;
 	uint64_t x = 88172645463325252ULL;
@@ -1039,12 +1021,12 @@ static void scenario_advisor(double budget)
 
 	if (access(TRACING "trace", R_OK))
 		mount("nodev", "/sys/kernel/tracing", "tracefs", 0, NULL);
-	set_knob("run", 2);
+	ksm_set_knob("run", 2);
 	if (threads > 0)
-		set_knob("scan_threads", 2);
-	set_knob("sleep_millisecs", ADV_SLEEP_MS);
+		ksm_set_knob("scan_threads", 2);
+	ksm_set_knob("sleep_millisecs", ADV_SLEEP_MS);
 	write_str_trunc(KSM "advisor_mode", "scan-time");
-	set_knob("advisor_target_scan_time", 1);
+	ksm_set_knob("advisor_target_scan_time", 1);
 	mode_ok = access(KSM "advisor_mode", W_OK) == 0;
 	a = map_pages(ADV_PAGES);
 	for (size_t i = 0; i < ADV_PAGES * PAGE / 8; i++) {	/* pages that match nothing */
@@ -1056,7 +1038,7 @@ static void scenario_advisor(double budget)
 	madvise(a, ADV_PAGES * PAGE, MADV_MERGEABLE);
 	write_str_trunc(TRACING "trace", "");
 	write_str_trunc(TRACING "events/ksm/ksm_advisor/enable", "1");
-	set_knob("run", 1);
+	ksm_set_knob("run", 1);
 	/* From the end of one pass to the end of the sixteenth after it. */
 	n0 = 0;
 	while (now() < end && (n0 = advisor_events(&sum0, &s0)) < 1)
@@ -1069,10 +1051,10 @@ static void scenario_advisor(double budget)
 	n1 = advisor_events(&sum1, &s1);
 	write_str_trunc(TRACING "events/ksm/ksm_advisor/enable", "0");
 	write_str_trunc(KSM "advisor_mode", "none");
-	set_knob("advisor_target_scan_time", target);
+	ksm_set_knob("advisor_target_scan_time", target);
 	if (threads > 0)
-		set_knob("scan_threads", threads);
-	set_knob("pages_to_scan", 100);
+		ksm_set_knob("scan_threads", threads);
+	ksm_set_knob("pages_to_scan", 100);
 	munmap(a, ADV_PAGES * PAGE);
 
 	/* In units of 10 ms. */
@@ -1161,25 +1143,25 @@ static void zero_worker(int w, double end)
 
 static void scenario_zeroes(double budget)
 {
-	long threads = knob("scan_threads"), zp = knob("use_zero_pages"), peak = 0, left = -1;
+	long threads = ksm_knob("scan_threads"), zp = ksm_knob("use_zero_pages"), peak = 0, left = -1;
 	double end = now() + budget, t;
 	pid_t pids[ZW];
 	int bad = 0, st;
 
-	set_knob("run", 2);
+	ksm_set_knob("run", 2);
 	if (threads > 0)
-		set_knob("scan_threads", 2);
-	set_knob("use_zero_pages", 1);
-	set_knob("sleep_millisecs", 0);
-	set_knob("pages_to_scan", 4096);
-	set_knob("run", 1);
+		ksm_set_knob("scan_threads", 2);
+	ksm_set_knob("use_zero_pages", 1);
+	ksm_set_knob("sleep_millisecs", 0);
+	ksm_set_knob("pages_to_scan", 4096);
+	ksm_set_knob("run", 1);
 	for (int w = 0; w < ZW; w++) {
 		pids[w] = fork();
 		if (pids[w] == 0)
 			zero_worker(w, end);
 	}
 	while (now() < end) {
-		long z = knob("ksm_zero_pages");
+		long z = ksm_knob("ksm_zero_pages");
 
 		peak = z > peak ? z : peak;
 		usleep(20000);
@@ -1191,14 +1173,14 @@ static void scenario_zeroes(double budget)
 			bad++;
 		}
 	}
-	set_knob("run", 2);
+	ksm_set_knob("run", 2);
 	/* A scanner may hold an exited process's address space for a moment. */
-	for (t = now() + 10; now() < t && (left = knob("ksm_zero_pages")) != 0;)
+	for (t = now() + 10; now() < t && (left = ksm_knob("ksm_zero_pages")) != 0;)
 		usleep(50000);
-	set_knob("use_zero_pages", zp);
+	ksm_set_knob("use_zero_pages", zp);
 	if (threads > 0)
-		set_knob("scan_threads", threads);
-	set_knob("pages_to_scan", 100);
+		ksm_set_knob("scan_threads", threads);
+	ksm_set_knob("pages_to_scan", 100);
 	check(bad == 0, "zeroes: %d workers, every byte read zero (%d failed)", ZW, bad);
 	check(peak > 0, "zeroes: pages merged with the zero page (peak ksm_zero_pages %ld)", peak);
 	check(left == 0, "zeroes: no zero page counted after every process exited (%ld)", left);

@@ -30,30 +30,11 @@
 #include <time.h>
 #include "util.h"
 
-#define KSM "/sys/kernel/mm/ksm/"
 #define PHASES 9 /* C's longest skip is 8 passes */
 #define N 16 /* pages in A and in each Bj */
 
 static long page_size;
 static int failed;
-
-static long knob(const char *name)
-{
-	char path[128];
-
-	snprintf(path, sizeof(path), KSM "%s", name);
-	return read_long(path);
-}
-
-static void set_knob(const char *name, long v)
-{
-	char path[128], s[32];
-
-	snprintf(path, sizeof(path), KSM "%s", name);
-	snprintf(s, sizeof(s), "%ld", v);
-	if (write_str(path, s))
-		printf("# cannot write %s to %s\n", s, path);
-}
 
 static void check(int ok, const char *what)
 {
@@ -66,11 +47,11 @@ static void check(int ok, const char *what)
 /* Waits for n more full scans: 0, or -1 after a minute without one. */
 static int wait_scans(long n)
 {
-	long want = knob("full_scans") + n, last = -1;
+	long want = ksm_knob("full_scans") + n, last = -1;
 	time_t since = time(NULL);
 
 	for (;;) {
-		long now = knob("full_scans");
+		long now = ksm_knob("full_scans");
 
 		if (now >= want)
 			return 0;
@@ -130,12 +111,12 @@ int main(int argc, char **argv)
 		return 2;
 	want = (long)N * (nb + 1);
 	for (int i = 0; i < 4; i++)
-		saved[i] = knob(names[i]);
-	set_knob("run", 2);
-	set_knob("sleep_millisecs", 0);
-	set_knob("pages_to_scan", 10000);
-	set_knob("smart_scan", 1);
-	set_knob("run", 1);
+		saved[i] = ksm_knob(names[i]);
+	ksm_set_knob("run", 2);
+	ksm_set_knob("sleep_millisecs", 0);
+	ksm_set_knob("pages_to_scan", 10000);
+	check(!ksm_set_knob("smart_scan", 1), "smart scanning on");
+	ksm_set_knob("run", 1);
 
 	/* A first, then each Bj one pass later than the last: every page's contents its own. */
 	a = area(1000);
@@ -154,7 +135,7 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	check(read_long("/proc/self/ksm_merging_pages") == 0, "nothing merged before");
-	printf("# pages_skipped %ld before the new contents\n", knob("pages_skipped"));
+	printf("# pages_skipped %ld before the new contents\n", ksm_knob("pages_skipped"));
 
 	/* Page i of A and of every Bj equal now. */
 	for (int i = 0; i < N; i++) {
@@ -179,10 +160,10 @@ int main(int argc, char **argv)
 	       passes);
 	check(merged == want, "equal pages merge whatever their skipping schedules");
 out:
-	set_knob("run", 2);
+	ksm_set_knob("run", 2);
 	for (int i = 3; i >= 0; i--)
 		if (saved[i] >= 0)
-			set_knob(names[i], saved[i]);
-	printf("1..2\n");
+			ksm_set_knob(names[i], saved[i]);
+	printf("1..3\n");
 	return failed;
 }

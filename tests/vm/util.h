@@ -110,6 +110,25 @@ static inline int write_errno(const char *path, const char *s)
 	return err;
 }
 
+/* The value of KSM's knob `name` (/sys/kernel/mm/ksm/NAME): -1 if it cannot be read. */
+static inline long ksm_knob(const char *name)
+{
+	char path[128];
+
+	snprintf(path, sizeof(path), "/sys/kernel/mm/ksm/%s", name);
+	return read_long(path);
+}
+
+/* Writes KSM's knob `name`: 0, or the errno of the write. */
+static inline int ksm_set_knob(const char *name, long value)
+{
+	char path[128], buf[32];
+
+	snprintf(path, sizeof(path), "/sys/kernel/mm/ksm/%s", name);
+	snprintf(buf, sizeof(buf), "%ld", value);
+	return write_errno(path, buf);
+}
+
 /* Writes state ("offline", "online_movable", ...) to memory block `block`: 0, or the errno. */
 static inline int set_block(long block, const char *state)
 {
