@@ -54,6 +54,10 @@ C_DEFECTS = [
      "gone the reverse map never finds the parent's entry"),
     ("rmap", ("forkmerge",), "moved every page the parent maps (parent does not merge",
      "that KSM page cannot be migrated (and offline_pages() retries it until killed)"),
+    ("smartscan", ("skipphase",), "equal pages merge whatever their skipping schedules",
+     "6.12's should_skip_rmap_item() counts each page's skips from its own last look: two equal "
+     "pages whose counts are out of phase are never looked at in one pass, and a pair (no third "
+     "page of their contents) never merges"),
 ]
 
 C_DEFECT_PASS = "C KSM's defect, as expected: "

@@ -12,6 +12,7 @@ mod layout_tests;
 mod lookup_bench;
 mod merge_tests;
 mod pages;
+mod smart_tests;
 mod smoke;
 mod stable_tests;
 mod step_tests;

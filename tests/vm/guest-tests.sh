@@ -116,6 +116,10 @@ run ptebits unmerge 300 "$top/build/tests/ptebits" unmerge
 # must stay migratable (tests/vm/forkmerge.c; C KSM's defect: tests/report.py's C_DEFECTS).
 run rmap forkmerge 600 "$top/build/tests/forkmerge"
 
+# Smart scan must not keep a pair of equal pages apart for good: pages whose skipping schedules
+# are out of phase (tests/vm/skipphase.c; C KSM's defect: tests/report.py's C_DEFECTS).
+run smartscan skipphase 600 "$top/build/tests/skipphase"
+
 # KSM pages spread over a sparse area, unmerged by madvise, prctl, run=2 and exit
 # (tests/vm/sparse.c): 1 TiB on rksm, whose unmerge looks only at the page tables that are
 # mapped; 16 GiB on C, whose unmerge in 6.12 visits every address (minutes a terabyte under TCG).

@@ -786,11 +786,11 @@ static void scenario_offline(double budget)
 	ksm_set_knob("merge_across_nodes", 1);
 	/*
 	 * Without smart scanning: each slice refilled is pairs of equal pages only, and a pair
-	 * whose two pages smart scanning looks at in different passes never merges, on C 6.12 and
-	 * on rksm alike (tests/vm/skipphase.c). C's items of the unmapped slice outlive the
-	 * offlining, during which ksmd waits, and keep their skipping schedules: its 4K arm64
-	 * run failed this way (Documentation/mm/rksm-measurements.rst, "Smart scan keeps pairs
-	 * apart"). This scenario is about offlining.
+	 * whose two pages smart scanning looks at in different passes never merges on C 6.12
+	 * (nor on rksm before scan::looks_at; tests/vm/skipphase.c checks it). C's items of the
+	 * unmapped slice outlive the offlining, during which ksmd waits, and keep their skipping
+	 * schedules: its 4K arm64 run failed this way (Documentation/mm/rksm-measurements.rst,
+	 * "Smart scan keeps pairs apart"). This scenario is about offlining, on both kernels.
 	 */
 	ksm_set_knob("smart_scan", 0);
 	if (getenv("OFFLINE_SECS"))

@@ -25,8 +25,8 @@ pub(crate) struct RmapItem<B: Backend> {
     mapping: B::Mapping,
     links: TreeLinks,
     checksum: AtomicU32,
-    /// Smart-scan data: the age (low four bits) and the skips left (high four bits).
-    smart: AtomicU8,
+    /// Smart scan's age (see [`RmapItem::smart_look`]).
+    age: AtomicU8,
     /// What the volatility gate saw of the page at the last visit: [`GLANCE_SAMPLE`] bits of
     /// its sample ([`PageBytes::sample`]), never 0 once seen (0: never looked at), and
     /// [`GLANCE_CURRENT`] if `checksum` is that of the contents the sample was taken of.
@@ -45,6 +45,49 @@ const GLANCE_CURRENT: u8 = 0x80;
 /// Every how many passes a page whose sample did not change has its whole checksum taken
 /// again anyway (see [`RmapItem::glance`]).
 pub(crate) const RECHECK_PASSES: u32 = 16;
+
+/// Every how many passes smart scanning looks at a page that it has decided on in `age` passes
+/// without a merge: every pass at first, then every 2nd, 4th and 8th, always in the passes whose
+/// number is a multiple of the period. C's `skip_age()` slows down as much (every 2nd, 3rd, 5th,
+/// then 9th pass) but counts each page's skips from its own last look: two equal pages whose
+/// counts are out of phase are never looked at in one pass again, and as a pair (no third page
+/// of their contents) never meet in the unstable tree (tests/vm/skipphase.c merged none of 16
+/// such pairs in 200 passes on C, and on rksm before). With periods that are powers of two,
+/// counted from pass 0, every page is looked at in each pass whose number is a multiple of the
+/// longest period, so any two equal pages meet at least that often.
+fn look_period(age: u8) -> u32 {
+    match age {
+        0..=2 => 1,
+        3..=5 => 2,
+        6..=8 => 4,
+        _ => LONGEST_LOOK_PERIOD,
+    }
+}
+
+/// The longest period of [`look_period`], a multiple of every other.
+pub(crate) const LONGEST_LOOK_PERIOD: u32 = 8;
+
+// A recheck falls in a pass that every schedule of smart scanning looks at (see `recheck_due`).
+const _: () = assert!(RECHECK_PASSES % LONGEST_LOOK_PERIOD == 0);
+
+/// Whether smart scanning looks at a page of age `age` in pass `pass` (see [`look_period`]).
+pub(crate) fn looks_at(age: u8, pass: u32) -> bool {
+    pass % look_period(age) == 0
+}
+
+/// Whether the volatility gate takes the whole checksum again in pass `pass` of a page whose
+/// sample did not change, with `checksum` recorded and smart scan's `age` (see
+/// [`RmapItem::glance`]): once every [`RECHECK_PASSES`] passes, at a pass that depends on the
+/// checksum so that the pages' rechecks are spread over the passes, and in a pass that smart
+/// scanning looks at the page in. A page of period `p` ([`look_period`]) is looked at in the
+/// passes that are multiples of `p`, so its recheck is at a multiple of `p` too: where
+/// `pass + p * checksum` is a multiple of [`RECHECK_PASSES`]. `age` may be the age after this
+/// pass's decision: the period only grows with the age, and each period divides the next.
+/// (Rechecks at `pass + checksum` alone never came for 7 in 8 old pages, whose passes are
+/// multiples of 8: a change the sample missed stayed unseen for good.)
+pub(crate) fn recheck_due(age: u8, checksum: u32, pass: u32) -> bool {
+    pass.wrapping_add(checksum.wrapping_mul(look_period(age))) % RECHECK_PASSES == 0
+}
 
 /// How many times the volatility gate found a page changed that its sample had seen unchanged
 /// (the periodic recheck of [`RmapItem::glance`]): published as `sample_misses`.
@@ -113,7 +156,7 @@ impl<B: Backend> RmapItem<B> {
             mapping,
             links: TreeLinks::new(),
             checksum: AtomicU32::new(0),
-            smart: AtomicU8::new(0),
+            age: AtomicU8::new(0),
             glance: AtomicU8::new(0),
             whereabouts: AtomicU16::new(0),
             extra: B::ItemExtra::default(),
@@ -154,8 +197,7 @@ impl<B: Backend> RmapItem<B> {
     /// visit, the `pass`-th: its sample, and the checksum of the whole page only where the gate
     /// will need it: at the first visit, when the sample is the one seen at the last visit but
     /// the checksum recorded is not of those contents (the sample changed at the last visit), and
-    /// once every [`RECHECK_PASSES`] passes (at a pass that depends on the checksum, so that the
-    /// pages' rechecks are spread over the passes) to find changes the sample missed. Most pages
+    /// once every [`RECHECK_PASSES`] passes ([`recheck_due`]) to find changes the sample missed. Most pages
     /// that stay the same are then read whole once, not at every pass; a page that changes is
     /// read whole only once its sample stops changing.
     ///
@@ -175,7 +217,7 @@ impl<B: Backend> RmapItem<B> {
             };
         }
         let sample = sample_bits(bytes);
-        let recheck = pass.wrapping_add(self.checksum()) % RECHECK_PASSES == 0;
+        let recheck = recheck_due(self.age.load(Relaxed), self.checksum(), pass);
         let sum = (seen & GLANCE_SAMPLE == sample && (seen & GLANCE_CURRENT == 0 || recheck))
             .then(|| bytes.checksum());
         Glance { sample, sum }
@@ -239,18 +281,15 @@ impl<B: Backend> RmapItem<B> {
         self.checksum.load(Relaxed)
     }
 
-    /// Smart-scan data: how many passes the page has been looked at without merging, and how
-    /// many more it may be skipped.
-    /// (C keeps both in bytes; the age is kept up to 15 here and the skips up to 15, which no
-    /// decision of smart scanning tells from more: see `should_skip`.)
-    pub(crate) fn age(&self) -> (u8, u8) {
-        let v = self.smart.load(Relaxed);
-        (v & 0xf, v >> 4)
-    }
-
-    /// Sets the smart-scan data (each kept up to 15).
-    pub(crate) fn set_age(&self, age: u8, skips: u8) {
-        self.smart.store(age.min(15) | skips.min(15) << 4, Relaxed);
+    /// Smart scanning's decision on the page in pass `pass` (C's `should_skip_rmap_item()`):
+    /// whether to look at it ([`looks_at`]). Counts the pass in smart scan's age: in how many
+    /// passes smart scanning has decided on the page since the item was made (C's
+    /// `rmap_item->age`), up to `u8::MAX`. KSM pages are looked at without a decision. Only
+    /// the thread that gathers a batch calls it (no two increments race).
+    pub(crate) fn smart_look(&self, pass: u32) -> bool {
+        let age = self.age.load(Relaxed);
+        self.age.store(age.saturating_add(1), Relaxed);
+        looks_at(age, pass)
     }
 
     /// What the item keeps while merged.

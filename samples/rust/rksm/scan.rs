@@ -261,6 +261,9 @@ impl Ksm {
             // The shards' (set with them under the scan lock, which the scanner threads run in).
             merge_scope(),
         )
+        // The pass number (`ScanState::seqnr`, published at each pass's end), which smart
+        // scanning's schedule counts in too: the volatility gate's rechecks fall in passes that
+        // look at the page (`item::recheck_due`).
         .in_pass(tunables::STATS.full_scans.load(Relaxed) as u32)
     }
 }

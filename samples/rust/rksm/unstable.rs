@@ -409,7 +409,7 @@ impl<B: Backend> UnstableTree<B> {
     /// would wait is not worth a faster lookup.
     ///
     /// Recent, not the last: under smart scan most pages that do not merge come back only every
-    /// few passes (every ninth at most, as C's `skip_age()`), all in one pass, and the passes
+    /// few passes (every eighth at most, `item::looks_at`), all in one pass, and the passes
     /// between hold few. Sized by the last pass alone, the pass that needs buckets most had none.
     /// A peak's worth falls by 1/16 a pass (rounded up, so that it reaches 0): a peak of a few
     /// hundred items or more keeps buckets for the eight passes after it (from 4096, a tree has

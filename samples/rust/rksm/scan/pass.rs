@@ -104,16 +104,6 @@ pub(crate) struct ScanState {
     pub(super) offlining: bool,
 }
 
-/// How many passes an item is skipped after `age` passes without merging (C's `skip_age()`).
-pub(super) fn skip_age(age: u8) -> u8 {
-    match age {
-        0..=3 => 1,
-        4..=5 => 2,
-        6..=8 => 4,
-        _ => 8,
-    }
-}
-
 /// An address space of at most this many pages (counted by their rmap_items) is gathered in one
 /// batch with room for a page more, so that the walk that gathers it meets the end of its
 /// mergeable areas ([`Gathered::SlotEnd`]) unless it grew: its pages are looked at one after the
@@ -413,7 +403,8 @@ impl ScanState {
 
     /// Whether smart scanning skips the page at the slot's cursor this pass (C's
     /// `should_skip_rmap_item()`): pages that failed to merge for a while are looked at less
-    /// and less often. A skipped page's item only leaves its tree (see [`ScanState::gather`]).
+    /// and less often ([`RmapItem::smart_look`]). A skipped page's item only leaves its tree
+    /// (see [`ScanState::gather`]).
     pub(super) fn should_skip(&mut self, k: &Ksm, slot: &MmSlot, page: &Page) -> bool {
         if !tunables::SMART_SCAN.load(Relaxed) || k.backend.is_ksm(page) {
             return false;
@@ -421,17 +412,10 @@ impl ScanState {
         let Some(item) = slot.items.get(&self.slots_token).current() else {
             return false;
         };
-        let (age, skips) = item.age();
-        let next = age.saturating_add(1);
-        if age < 3 {
-            item.set_age(next, skips);
+        // The pass number modulo 2^32, as the step has it (`Ksm::step`).
+        if item.smart_look(self.seqnr as u32) {
             return false;
         }
-        if skips == 0 {
-            item.set_age(next, skip_age(age));
-            return false;
-        }
-        item.set_age(next, skips - 1);
         self.pages_skipped += 1;
         true
     }
