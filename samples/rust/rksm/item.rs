@@ -197,9 +197,9 @@ impl<B: Backend> RmapItem<B> {
     /// visit, the `pass`-th: its sample, and the checksum of the whole page only where the gate
     /// will need it: at the first visit, when the sample is the one seen at the last visit but
     /// the checksum recorded is not of those contents (the sample changed at the last visit), and
-    /// once every [`RECHECK_PASSES`] passes ([`recheck_due`]) to find changes the sample missed. Most pages
-    /// that stay the same are then read whole once, not at every pass; a page that changes is
-    /// read whole only once its sample stops changing.
+    /// once every [`RECHECK_PASSES`] passes ([`recheck_due`]) to find changes the sample missed.
+    /// Most pages that stay the same are then read whole once, not at every pass; a page that
+    /// changes is read whole only once its sample stops changing.
     ///
     /// Only the thread that works on the item's page calls it, before [`RmapItem::admit`].
     pub(crate) fn glance(&self, bytes: &PageBytes<'_>, pass: u32) -> Glance {
