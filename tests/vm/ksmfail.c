@@ -61,7 +61,6 @@
 #define MADV_POPULATE_READ 22
 #endif
 
-#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 #define KSM "/sys/kernel/mm/ksm/"
 #define DBG "/sys/kernel/debug/"
 /* Pairs of equal pages in an area. */

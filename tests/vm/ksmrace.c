@@ -101,8 +101,6 @@ static long merging_pages(void)
 	return read_long("/proc/self/ksm_merging_pages");
 }
 
-#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
-
 /* The knobs a scenario changes, saved to be put back. */
 static const char * const saved_names[] = { "run", "sleep_millisecs", "pages_to_scan",
 					    "merge_across_nodes", "smart_scan" };
@@ -787,7 +785,7 @@ static void scenario_offline(double budget)
 	/*
 	 * Without smart scanning: each slice refilled is pairs of equal pages only, and a pair
 	 * whose two pages smart scanning looks at in different passes never merges on C 6.12
-	 * (nor on rksm before scan::looks_at; tests/vm/skipphase.c checks it). C's items of the
+	 * (nor on rksm before item::looks_at; tests/vm/skipphase.c checks it). C's items of the
 	 * unmapped slice outlive the offlining, during which ksmd waits, and keep their skipping
 	 * schedules: its 4K arm64 run failed this way (Documentation/mm/rksm-measurements.rst,
 	 * "Smart scan keeps pairs apart"). This scenario is about offlining, on both kernels.

@@ -16,7 +16,7 @@
  * With all nine Bj, two of the ten areas share a phase, merge, and the rest join their KSM
  * pages through the stable tree, which lasts across passes. With one Bj ("skipphase 1 200"),
  * A and B0 are pairs only: on 6.12.117's C KSM, and on rksm before it looked at pages by the
- * pass number (scan::looks_at), none of the 16 pairs merged in 200 full scans
+ * pass number (item::looks_at), none of the 16 pairs merged in 200 full scans
  * (Documentation/mm/rksm-measurements.rst, "Smart scan keeps pairs apart"); with
  * "skipphase 9 200" both merged all 160 pages. make test runs "skipphase" on both kernels:
  * C's failure is expected (tests/report.py's C_DEFECTS).
@@ -120,14 +120,14 @@ int main(int argc, char **argv)
 	/* How many B areas (default 1: pairs only), and the full scans given to merge them. */
 	int nb = argc > 1 ? atoi(argv[1]) : 1, passes = argc > 2 ? atoi(argv[2]) : 200;
 	static const char * const names[] = { "run", "sleep_millisecs", "pages_to_scan", "smart_scan" };
-	long saved[4], merged, want;
+	long saved[ARRAY_SIZE(names)], merged, want;
 	char *a, *b[PHASES];
 
 	page_size = getpagesize();
 	if (nb < 1 || nb > PHASES || passes < 1)
 		return 2;
 	want = (long)N * (nb + 1);
-	for (int i = 0; i < 4; i++)
+	for (size_t i = 0; i < ARRAY_SIZE(names); i++)
 		saved[i] = ksm_knob(names[i]);
 	ksm_set_knob("run", 2);
 	ksm_set_knob("sleep_millisecs", 0);
@@ -179,7 +179,7 @@ int main(int argc, char **argv)
 	check(intact(a, nb, b), "every page reads as written");
 out:
 	ksm_set_knob("run", 2);
-	for (int i = 3; i >= 0; i--)
+	for (int i = ARRAY_SIZE(names) - 1; i >= 0; i--)
 		if (saved[i] >= 0)
 			ksm_set_knob(names[i], saved[i]);
 	printf("1..4\n");
