@@ -46,7 +46,6 @@ debug) NAME=debug-$KSM$SFX; OBJ=$B/obj-debug$SFX ;;
 um) NAME=um-$KSM; OBJ=$B/obj-um; TARGET=um; export ARCH=um ;;
 *) die "FLAVOR must be test, bench, debug or um, not '$FLAVOR'" ;;
 esac
-mkdir -p "$B/logs"
 
 # The alignment of loops, in bytes, that a kernel is built with (see build()): 64 for the
 # kernels that make bench times (bench, and um: the native ones), the compilers' default

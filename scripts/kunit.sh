@@ -28,7 +28,7 @@ if [ "$TARGET" = arm64 ]; then
 fi
 PREPARE=1 "$PROJECT/scripts/kernel.sh"
 rm -rf "$OUT"
-mkdir -p "$OUT" "$B/logs"
+mkdir -p "$OUT"
 say "kunit.py run on ${TARGET/x86_64/UML}${SFX:+ ($PAGE pages)} (build: build/obj-kunit$SFX, log: build/logs/kunit-$NAME.log)"
 t0=$SECONDS
 set +e

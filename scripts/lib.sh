@@ -8,8 +8,9 @@ OBJ=$B/obj
 KVER=6.12
 TARBALL=/usr/src/linux-source-$KVER.tar.xz
 
-# ccache in masquerade mode: build/ccache-bin/clang is ccache, which runs llvm-19's clang.
-mkdir -p "$B/ccache-bin"
+# build/logs holds every script's logs (a fresh clone has no build/ yet). ccache in masquerade
+# mode: build/ccache-bin/clang is ccache, which runs llvm-19's clang.
+mkdir -p "$B/ccache-bin" "$B/logs"
 [ -L "$B/ccache-bin/clang" ] || ln -sfn /usr/bin/ccache "$B/ccache-bin/clang"
 export PATH=$B/ccache-bin:/usr/lib/llvm-19/bin:${CARGO_HOME:-$HOME/.cargo}/bin:$PATH
 export LIBCLANG_PATH=/usr/lib/llvm-19/lib
