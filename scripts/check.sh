@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # make check: the project's own files through the kernel's style tools: rustfmt (with the
-# kernel's .rustfmt.toml) on every Rust file, checkpatch.pl on every patch and every C file.
+# kernel's .rustfmt.toml) on every Rust file, checkpatch.pl on every patch (kernel/patches and
+# kernel/upstream) and every C file, and the width of Rust comments, which rustfmt leaves alone.
 # Exits non-zero on any complaint. FIX=1 (make fmt) rewrites the Rust files instead of checking.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
@@ -39,6 +40,13 @@ for p in kernel/patches/*.patch; do
 	say "checkpatch $p"
 	"$SRC/scripts/checkpatch.pl" "${cp_args[@]}" --strict - < "$p" || bad=1
 done
+for p in kernel/upstream/*.patch; do
+	[ -e "$p" ] || continue
+	say "checkpatch $p"
+	# Its Fixes: tag names an upstream commit, which this repository's history cannot know.
+	"$SRC/scripts/checkpatch.pl" "${cp_args[@]}" --ignore UNKNOWN_COMMIT_ID --strict - < "$p" ||
+		bad=1
+done
 for c in rust/helpers/*.c; do
 	say "checkpatch -f $c"
 	"$SRC/scripts/checkpatch.pl" "${cp_args[@]}" --strict -f "$c" || bad=1
@@ -49,5 +57,12 @@ for c in tests/vm/*.c tests/vm/*.h; do
 	say "checkpatch -f $c"
 	"$SRC/scripts/checkpatch.pl" "${cp_args[@]}" --ignore PREFER_KERNEL_TYPES,VOLATILE -f "$c" || bad=1
 done
+# rustfmt leaves comments as written, and checkpatch.pl --strict (make series) refuses a comment
+# line over 100 columns.
+say "Rust comments over 100 columns"
+long=$(find rust samples tests/kunit -name '*.rs' -print0 | xargs -0 awk '
+	{ l = $0; gsub(/\t/, "        ", l) }
+	l ~ /^ *\/\// && length(l) > 100 { print FILENAME ":" FNR }')
+[ -z "$long" ] || { echo "$long" >&2; bad=1; }
 [ $bad = 0 ] || die "style check failed"
 say "style: clean"

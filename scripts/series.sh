@@ -155,6 +155,18 @@ if unexplained:
 EOF
 say "series: $n patches and a cover letter in build/series/ (checkpatch --strict: $summary)"
 
+# kernel/upstream/: fixes to C KSM that rksm's tests found and the series does not apply, as the
+# C kernels the tests compare with stay 6.12.117's KSM (with only 0001-0002). Each must pass
+# checkpatch.pl --strict with no report, but for the Fixes: tag's commit id, which the tarball's
+# one-commit history cannot know.
+upstream=$(ls "$PROJECT"/kernel/upstream/*.patch 2>/dev/null || true)
+: > "$OUT/upstream-checkpatch.txt"
+for p in $upstream; do
+	(cd "$REPO" && perl scripts/checkpatch.pl --strict --terse --show-types \
+		--ignore UNKNOWN_COMMIT_ID "$p") >> "$OUT/upstream-checkpatch.txt" 2>&1 ||
+		{ cat "$OUT/upstream-checkpatch.txt" >&2; die "series: checkpatch.pl reports $(basename "$p")"; }
+done
+
 [ "${CHECK:-0}" = 1 ] || exit 0
 
 # The check: the series as written, applied with git am to the pristine base, is the tree the
@@ -186,3 +198,12 @@ while read -r f; do
 done <<< "$changed"
 [ $diffs = 0 ] || die "series: git am of build/series/ does not give the tree the tests built"
 say "series: applies with git am and gives build/linux's tree ($(echo "$changed" | wc -l) files)"
+
+# Each of kernel/upstream/ applies on the series and on the pristine base alone.
+for base in rksm-check "$BASE"; do
+	g checkout -q -f "$base"
+	for p in $upstream; do
+		g apply --check "$p" || die "series: kernel/upstream/$(basename "$p") does not apply on $base"
+	done
+done
+[ -z "$upstream" ] || say "series: kernel/upstream/'s $(echo "$upstream" | wc -l) patches apply on the series and on $BASE"
