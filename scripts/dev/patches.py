@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
 """Developer helper: regenerate kernel/patches/ from pristine kernel files and the edits below.
 
-usage: scripts/dev/patches.py        (rewrites kernel/patches/*.patch)
+usage: scripts/dev/patches.py        (rewrites kernel/patches/0001-0005)
+
+The patches numbered past those below (0006 on: User-Mode Linux, arm64's link) are written by hand
+and left alone.
 
 Each patch is a subject, a body and a list of edits; an edit is a path in the kernel tree and a
 list of (anchor, replacement) pairs applied to the file as the tarball has it. An anchor must
@@ -301,8 +304,10 @@ def pristine(path):
 
 def main():
     os.makedirs(OUT, exist_ok=True)
+    # Only the patches made here: those numbered past PATCHES are written by hand.
+    ours = tuple("%04d-" % n for n in range(1, len(PATCHES) + 1))
     for old in os.listdir(OUT):
-        if old.endswith(".patch"):
+        if old.endswith(".patch") and old.startswith(ours):
             os.unlink(os.path.join(OUT, old))
     for n, (name, subject, body, edits) in enumerate(PATCHES, 1):
         diffs = []
