@@ -143,8 +143,9 @@ static inline int set_block(long block, const char *state)
 /*
  * set_block(), but in a child that gets `secs` seconds: offline_pages() retries migration until
  * it succeeds or its caller gets a fatal signal, so a page that never migrates hangs the write
- * forever. On time out the writer's kernel stack and the block's state are printed, the writer
- * is killed (the kernel then cancels the offlining) and ETIMEDOUT returned.
+ * forever. On time out the writer's kernel stack, the block's state and each node's free memory
+ * are printed, the writer is killed (the kernel then cancels the offlining) and ETIMEDOUT
+ * returned.
  */
 static inline int set_block_bounded(long block, const char *state, int secs)
 {
@@ -169,6 +170,20 @@ static inline int set_block_bounded(long block, const char *state, int secs)
 	print_file(path);
 	snprintf(path, sizeof(path), SYSMEM "memory%ld/state", block);
 	print_file(path);
+	/* The block's pages go to the other nodes: an -ENOMEM there retries for ever. */
+	for (int n = 0; n < 8; n++) {
+		char line[160];
+		FILE *f;
+
+		snprintf(path, sizeof(path), "/sys/devices/system/node/node%d/meminfo", n);
+		f = fopen(path, "r");
+		if (!f)
+			break;
+		while (fgets(line, sizeof(line), f))
+			if (strstr(line, "MemFree:"))
+				printf("# %s", line);
+		fclose(f);
+	}
 	kill(pid, SIGKILL);
 	waitpid(pid, &status, 0);
 	errno = ETIMEDOUT;
