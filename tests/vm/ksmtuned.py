@@ -148,14 +148,15 @@ def main():
 
 
 def decide(script):
-    total, free0 = meminfo("MemTotal"), meminfo("MemFree", "Buffers", "Cached")
     # What the load process takes from "free" besides its memfd (which stays in Cached): its
-    # S_MIB, the interpreter, its page tables; about 40 MiB with 4 KiB pages, 150 MiB with 64
-    # KiB. Measured on the same process under a name ksmtuned does not count, with a 1 MiB memfd,
-    # so that thres lies G below the committed phase's free and G above the ballast's.
+    # S_MIB, the interpreter, its page tables. Measured on the same process under a name
+    # ksmtuned does not count, with a 1 MiB memfd, so that thres lies G below the committed
+    # phase's free and G above the ballast's. (Its exit also trims the per-CPU lists.)
     probe = spawn("ksmtuned-probe", "load", 1, S_MIB)
-    own = max(0, free0 - meminfo("MemFree", "Buffers", "Cached")) // 1024
+    loaded = meminfo("MemFree", "Buffers", "Cached")
     end(probe)
+    total, free0 = meminfo("MemTotal"), meminfo("MemFree", "Buffers", "Cached")
+    own = max(0, free0 - loaded) // 1024
     below = own + G                           # MiB from free0 down to thres
     thres = free0 - below * 1024              # KiB, as ksmtuned counts
     memfd_mib = (total - free0) // 1024 + below + 64
