@@ -11,7 +11,7 @@ Here thres is set exactly (KSM_THRES_COEF=0, KSM_THRES_CONST), one adjust runs p
 package's own retune signal; KSM_MONITOR_INTERVAL is an hour, so the number of decisions is
 fixed) and both inputs stay at least ~G - S_MIB away from the thresholds, so that merging
 (which frees at most S_MIB) cannot move a decision, nor what the load process itself takes
-(about 45 MiB with 64 KiB pages) nor what per-CPU page lists still hold when the test starts:
+(more with larger pages) nor what per-CPU page lists still hold when the test starts:
   committed  a process named qemu-system-x86_64 ... -enable-kvm mapping a memfd (in its RSS and
              in Cached: it moves committed, not free) and S_MIB of equal MADV_MERGEABLE pages;
   free       a ballast process of B_MIB private pages, never mergeable.
@@ -134,8 +134,8 @@ def adjust(loop, log, k):
 def main():
     script = next((s for s in SCRIPTS if os.path.exists(s)), None)
     # Pages freed go first to per-CPU lists, which MemFree does not count; by default a list
-    # grows up to an eighth of its zone (with 64 KiB pages about 100 MiB of free memory came and
-    # went between phases). A high fraction keeps each list at a few batches for the test.
+    # grows up to an eighth of its zone, so free memory came and went between phases
+    # (Documentation/mm/rksm-measurements.rst). A high fraction keeps each list at a few batches for the test.
     with open(PCP) as f:
         pcp = f.read().strip()
     with open(PCP, "w") as f:
