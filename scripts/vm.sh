@@ -53,8 +53,8 @@ printf '%s\n' "$CMD" > "$RUN/cmd.sh"
 pwd > "$RUN/cwd"
 
 # Two NUMA nodes of 1 GiB of anonymous RAM each, but see N0 (vng's own --numa backs them with
-# shared memfds, which get no transparent huge pages here), one vCPU each in a socket of its own (one socket over two
-# nodes makes x86's topology_sane() warn), and a virtio RNG.
+# shared memfds, which get no transparent huge pages here), one vCPU each in a socket of its own
+# (one socket over two nodes makes x86's topology_sane() warn), and a virtio RNG.
 # Node 0 gets 2 GiB on arm64 with 64 KiB pages: vng's console buffers take 769 MiB there (below),
 # and offlining a block of node 1 migrates its pages to node 0 only (offline_pages() leaves out
 # the node going offline). With 1 GiB, node 0 was left with 50 MiB, under its min watermark, and

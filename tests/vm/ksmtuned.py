@@ -135,7 +135,8 @@ def main():
     script = next((s for s in SCRIPTS if os.path.exists(s)), None)
     # Pages freed go first to per-CPU lists, which MemFree does not count; by default a list
     # grows up to an eighth of its zone, so free memory came and went between phases
-    # (Documentation/mm/rksm-measurements.rst). A high fraction keeps each list at a few batches for the test.
+    # (Documentation/mm/rksm-measurements.rst). A high fraction keeps each list at a few
+    # batches for the test.
     with open(PCP) as f:
         pcp = f.read().strip()
     with open(PCP, "w") as f:
