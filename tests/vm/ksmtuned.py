@@ -11,7 +11,8 @@ Here thres is set exactly (KSM_THRES_COEF=0, KSM_THRES_CONST), one adjust runs p
 package's own retune signal; KSM_MONITOR_INTERVAL is an hour, so the number of decisions is
 fixed) and both inputs stay at least ~G - S_MIB away from the thresholds, so that merging
 (which frees at most S_MIB) cannot move a decision, nor what the load process itself takes
-(more with larger pages) nor what per-CPU page lists still hold when the test starts:
+(more with larger pages). Free memory is read once the per-CPU page lists, which MemFree does
+not count, are cut to a few batches and have given back what they held (settle()):
   committed  a process named qemu-system-x86_64 ... -enable-kvm mapping a memfd (in its RSS and
              in Cached: it moves committed, not free) and S_MIB of equal MADV_MERGEABLE pages;
   free       a ballast process of B_MIB private pages, never mergeable.
@@ -131,17 +132,62 @@ def adjust(loop, log, k):
     raise RuntimeError("ksmtuned made no adjust %d" % (k + 1))
 
 
+def pcp_lists():
+    """(pages held, their floor): the per-CPU page lists of every zone in /proc/zoneinfo, and
+    what they may hold once each is at its floor, four batches (zone_highsize())."""
+    held = floor = count = 0
+    with open("/proc/zoneinfo") as f:
+        for line in f:
+            key, _, value = line.strip().partition(":")
+            if key == "count":                # only a pageset has count: and batch: lines
+                count = int(value)
+            elif key == "batch":
+                held, floor = held + count, floor + 4 * int(value)
+    return held, floor
+
+
+def settle(limit=240):
+    """Waits until the per-CPU lists hold no more than their floor. Writing the fraction only
+    lowers each list's limit: a list gives back what it holds above it when its CPU next frees
+    a page there, or a batch at a time as the CPU's vmstat work decays it, so free memory would
+    rise for a minute or more (Documentation/mm/rksm-measurements.rst). A little memory
+    touched on each CPU (so on its node) and freed on each CPU makes both happen. Returns (held before, held after, floor) in
+    KiB and the seconds waited."""
+    t0, cpus = time.monotonic(), os.sched_getaffinity(0)
+    before = held = floor = None
+    while True:
+        held, floor = pcp_lists()
+        before = held if before is None else before
+        if held <= floor or time.monotonic() - t0 > limit:
+            break
+        for a, b in ((a, b) for a in sorted(cpus) for b in sorted(cpus)):
+            os.sched_setaffinity(0, {a})      # pages of a's node, freed to b's list of them
+            m = mmap.mmap(-1, MIB, mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+            m.write(b"\1" * MIB)
+            os.sched_setaffinity(0, {b})
+            m.close()
+        os.sched_setaffinity(0, cpus)
+        time.sleep(1)
+    kib = PAGE // 1024
+    return before * kib, held * kib, floor * kib, time.monotonic() - t0
+
+
 def main():
     script = next((s for s in SCRIPTS if os.path.exists(s)), None)
     # Pages freed go first to per-CPU lists, which MemFree does not count; by default a list
     # grows up to an eighth of its zone, so free memory came and went between phases
     # (Documentation/mm/rksm-measurements.rst). A high fraction keeps each list at a few
-    # batches for the test.
+    # batches for the test, once the lists have given back what they held.
     with open(PCP) as f:
         pcp = f.read().strip()
     with open(PCP, "w") as f:
         f.write(str(1 << 30))
     try:
+        before, held, floor, waited = settle()
+        if not tap.check(held <= floor, "per-CPU page lists at their floor: %d KiB (was %d KiB, "
+                         "floor %d KiB) after %.0f s" % (held, before, floor, waited)):
+            print("1..%d" % tap.n)
+            return 1
         return decide(script)
     finally:
         with open(PCP, "w") as f:
