@@ -7,7 +7,9 @@
  * and at last every ninth pass (C's skip_age()). Two pages meet in the unstable tree only in a
  * pass that looks at both. An area A of pages with contents of their own is made mergeable
  * and left until its pages are looked at every ninth pass; areas B0..B8 likewise, Bj made
- * mergeable j + 1 passes after A, so that each is looked at in passes of its own phase. Then
+ * mergeable j + 1 passes after A, so that each is looked at in passes of its own phase. Each
+ * area is made mergeable in ksmd's sleep just after a pass ends, so these offsets are exact: when
+ * ksmd did not sleep, passes could end unseen and C's pairs fell in phase by chance. Then
  * page i of A and page i of every Bj are given the same new contents (a different content for
  * each i), and KSM gets a number of full scans to merge them. KSM's contract is that equal
  * mergeable pages merge; a scanner that keeps each page's skipping schedule across a change of
@@ -33,6 +35,11 @@
 
 #define PHASES 9 /* C's longest skip is 8 passes */
 #define N 16 /* pages in A and in each Bj */
+/*
+ * ksmd's sleep between passes (a pass looks at all pages at once): long enough that a pass's
+ * end is seen, and an area made mergeable, before the next pass starts.
+ */
+#define SLEEP_MS 50
 
 static long page_size;
 static int failed;
@@ -130,20 +137,31 @@ int main(int argc, char **argv)
 	for (size_t i = 0; i < ARRAY_SIZE(names); i++)
 		saved[i] = ksm_knob(names[i]);
 	ksm_set_knob("run", 2);
-	ksm_set_knob("sleep_millisecs", 0);
+	ksm_set_knob("sleep_millisecs", SLEEP_MS);
 	ksm_set_knob("pages_to_scan", 10000);
 	check(!ksm_set_knob("smart_scan", 1), "smart scanning on");
 	ksm_set_knob("run", 1);
 
-	/* A first, then each Bj one pass later than the last: every page's contents its own. */
+	/*
+	 * A first, then each Bj one pass later than the last: every page's contents its own. Each
+	 * area is made mergeable just after a pass ends, in ksmd's sleep, so that the next pass is
+	 * its first look, whatever the timing of this process against ksmd's.
+	 */
 	a = area(1000);
+	for (int j = 0; j < nb; j++)
+		b[j] = area(2000 + 100 * j);
+	/* ksmd makes passes only while some mm is mergeable: a page of its own, that never merges. */
+	madvise(area(9000), page_size, MADV_MERGEABLE);
+	if (wait_scans(1)) {
+		check(0, "KSM makes full scans");
+		goto out;
+	}
 	madvise(a, N * page_size, MADV_MERGEABLE);
 	for (int j = 0; j < nb; j++) {
 		if (wait_scans(1)) {
 			check(0, "KSM makes full scans");
 			goto out;
 		}
-		b[j] = area(2000 + 100 * j);
 		madvise(b[j], N * page_size, MADV_MERGEABLE);
 	}
 	/* Long enough for every page to be looked at only every ninth pass. */
