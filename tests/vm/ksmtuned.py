@@ -151,8 +151,8 @@ def settle(limit=240):
     lowers each list's limit: a list gives back what it holds above it when its CPU next frees
     a page there, or a batch at a time as the CPU's vmstat work decays it, so free memory would
     rise for a minute or more (Documentation/mm/rksm-measurements.rst). A little memory
-    touched on each CPU (so on its node) and freed on each CPU makes both happen. Returns (held before, held after, floor) in
-    KiB and the seconds waited."""
+    touched on each CPU (so on its node) and freed on each CPU makes both happen. Returns
+    (held before, held after, floor) in KiB and the seconds waited."""
     t0, cpus = time.monotonic(), os.sched_getaffinity(0)
     before = held = floor = None
     while True:
