@@ -52,8 +52,8 @@ static void check(int ok, const char *what)
 	failed |= !ok;
 }
 
-/* Waits for n more full scans: 0, or -1 after a minute without one. */
-static int wait_scans(long n)
+/* Waits for n more full scans: full_scans then, or -1 after a minute without one. */
+static long wait_scans(long n)
 {
 	long want = ksm_knob("full_scans") + n, last = -1;
 	time_t since = time(NULL);
@@ -62,7 +62,7 @@ static int wait_scans(long n)
 		long now = ksm_knob("full_scans");
 
 		if (now >= want)
-			return 0;
+			return now;
 		if (now != last) {
 			last = now;
 			since = time(NULL);
@@ -84,6 +84,20 @@ static uint64_t frame(const void *p)
 	if (fd < 0 || pread(fd, &e, sizeof(e), (uintptr_t)p / page_size * sizeof(e)) != sizeof(e))
 		return 0;
 	return e >> 63 & 1 ? e & ((1ULL << 55) - 1) : 0;
+}
+
+/*
+ * Makes the n pages at p mergeable right after the next pass ends: 1 if no pass ended meanwhile
+ * (so the pass after that one is their first look), 0 if one did, -1 if KSM makes no passes.
+ */
+static int mergeable_after_pass(char *p, long n)
+{
+	long seen = wait_scans(1);
+
+	if (seen < 0)
+		return -1;
+	madvise(p, n * page_size, MADV_MERGEABLE);
+	return ksm_knob("full_scans") == seen;
 }
 
 static void fill(char *p, uint64_t v)
@@ -128,6 +142,7 @@ int main(int argc, char **argv)
 	int nb = argc > 1 ? atoi(argv[1]) : 1, passes = argc > 2 ? atoi(argv[2]) : 200;
 	static const char * const names[] = { "run", "sleep_millisecs", "pages_to_scan", "smart_scan" };
 	long saved[ARRAY_SIZE(names)], merged, want;
+	int exact = 1;
 	char *a, *b[PHASES];
 
 	page_size = getpagesize();
@@ -152,20 +167,18 @@ int main(int argc, char **argv)
 		b[j] = area(2000 + 100 * j);
 	/* ksmd makes passes only while some mm is mergeable: a page of its own, that never merges. */
 	madvise(area(9000), page_size, MADV_MERGEABLE);
-	if (wait_scans(1)) {
-		check(0, "KSM makes full scans");
-		goto out;
-	}
-	madvise(a, N * page_size, MADV_MERGEABLE);
-	for (int j = 0; j < nb; j++) {
-		if (wait_scans(1)) {
+	for (int j = -1; j < nb; j++) {
+		int r = mergeable_after_pass(j < 0 ? a : b[j], N);
+
+		if (r < 0) {
 			check(0, "KSM makes full scans");
 			goto out;
 		}
-		madvise(b[j], N * page_size, MADV_MERGEABLE);
+		exact &= r;
 	}
+	check(exact, "each area made mergeable before another pass ended (the offsets are exact)");
 	/* Long enough for every page to be looked at only every ninth pass. */
-	if (wait_scans(60)) {
+	if (wait_scans(60) < 0) {
 		check(0, "KSM makes full scans");
 		goto out;
 	}
@@ -200,6 +213,6 @@ out:
 	for (int i = ARRAY_SIZE(names) - 1; i >= 0; i--)
 		if (saved[i] >= 0)
 			ksm_set_knob(names[i], saved[i]);
-	printf("1..4\n");
+	printf("1..5\n");
 	return failed;
 }
