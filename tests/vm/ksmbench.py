@@ -448,6 +448,13 @@ def percentile(values, q):
     return v[min(len(v) - 1, int(q * len(v)))]
 
 
+# How many passes smart scan takes to look at every page once more, once its pages are old:
+# C's `skip_age()` skips an old page eight passes and looks at it in the ninth, counted from each
+# page's own last look (the pages of one process, written at once, stay in step); rksm looks at
+# an old page in the passes whose number is a multiple of eight (`item::LONGEST_LOOK_PERIOD`).
+SMART_CYCLE = {"c": 9, "rust": 8}
+
+
 def run_cost(impl, shape, mib, threads, rep, passes):
     """The running cost once merging settled: ksmd at pages_to_scan=2000, sleep_millisecs=0
     (ksmtuned's busiest setting and more), smart_scan as booted."""
@@ -483,10 +490,16 @@ def run_cost(impl, shape, mib, threads, rep, passes):
     # and a pass of the walk alone takes a millisecond natively.
     while ksm_read("full_scans") < f0 + passes or time.monotonic() - t0 < 2.0:
         time.sleep(0.005)
-    # Then to the next pass boundary, as at the start.
+    # Then to a pass boundary that makes the passes timed a whole number of smart scan's cycles
+    # (see SMART_CYCLE): each cycle has one pass that looks at every old page, and a count of
+    # passes that took one of them more or less would weigh it by chance.
+    cycle = SMART_CYCLE[impl] if ksm_read("smart_scan") else 1
     f1 = ksm_read("full_scans")
-    while ksm_read("full_scans") == f1:
-        time.sleep(0.005)
+    while True:
+        f = ksm_read("full_scans")
+        if f != f1 and (f - f0) % cycle == 0:
+            break
+        time.sleep(0.002)
     cpu1, t1 = ksmd_cpu(), time.monotonic()
     sc1, sk1 = ksm_read("pages_scanned"), ksm_read("pages_skipped")
     passes = ksm_read("full_scans") - f0
