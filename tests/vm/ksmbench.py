@@ -493,7 +493,8 @@ def run_cost(impl, shape, mib, threads, rep, passes):
     # Then to a pass boundary that makes the passes timed a whole number of smart scan's cycles
     # (see SMART_CYCLE): each cycle has one pass that looks at every old page, and a count of
     # passes that took one of them more or less would weigh it by chance.
-    cycle = SMART_CYCLE[impl] if ksm_read("smart_scan") else 1
+    # (The walk alone looks at no page: its passes are all alike.)
+    cycle = SMART_CYCLE[impl] if shape != "walk" and ksm_read("smart_scan") else 1
     f1 = ksm_read("full_scans")
     while True:
         f = ksm_read("full_scans")
