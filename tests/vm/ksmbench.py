@@ -503,7 +503,9 @@ def run_cost(impl, shape, mib, threads, rep, passes):
         time.sleep(0.002)
     cpu1, t1 = ksmd_cpu(), time.monotonic()
     sc1, sk1 = ksm_read("pages_scanned"), ksm_read("pages_skipped")
-    passes = ksm_read("full_scans") - f0
+    # The passes up to the boundary the CPU time was read at (read again, one more may have
+    # ended meanwhile).
+    passes = f - f0
     pass_s = (t1 - t0) / passes
     holds, lost = lock_holds(max(2 * pass_s, 1.0))
     sharing_after = ksm_read("ksm_zero_pages" if shape == "walk" else "pages_sharing")
