@@ -128,7 +128,8 @@ const SMALL_SPACE: usize = 8;
 /// puts its items back, publishes the counters and walks to the next address space after the
 /// pages' steps: under TCG, tens of microseconds after the first page's step, sometimes
 /// hundreds, in which the process's writes and its read of `full_scans` could both fall. Looked
-/// at again after the batch, a merged page is looked at about as late before the pass ends as
+/// at again as the last thing before `full_scans` moves, after all of that
+/// ([`ScanState::end_pass`]), a merged page is looked at no earlier before the pass ends than
 /// C's last page, and a write before that second look is seen by the pass. The second look at a
 /// page still merged is cheap: its mappings are counted, and walked only if fewer than listed.
 fn relooks(gathered: &Gathered, batch: &[Entry], k: &Ksm) -> bool {
@@ -281,11 +282,12 @@ impl ScanState {
             let ahead = k.merge_batch(&mut cur, threads, relook, || {
                 ahead.then(|| self.gather(k, &slot, &mut next, left.min(batch_for(&slot))))
             });
-            if relook {
-                k.relook(&mut cur);
-            }
             self.free_doomed(k, &slot);
-            self.put_back(&slot, &mut cur);
+            // A batch to look at again stays off the list until just before the pass ends
+            // (`next_slot`, `end_pass`).
+            if !relook {
+                self.put_back(&slot, &mut cur);
+            }
             // The batch's pages are let go of: the large folios its merges could not split may
             // be split now.
             k.backend.split_deferred();
@@ -301,7 +303,7 @@ impl ScanState {
                 Gathered::Full => {}
                 Gathered::NoMemory => break,
                 Gathered::SlotEnd => {
-                    if !self.next_slot(k, slot) {
+                    if !self.next_slot(k, slot, &mut cur) {
                         break;
                     }
                 }
@@ -546,10 +548,27 @@ impl ScanState {
 
     /// Finishes the scan of `slot`, whose mergeable areas were all walked, and moves to the next
     /// address space; at the head the pass ends, and `false` is returned.
-    pub(super) fn next_slot(&mut self, k: &Ksm, slot: Arc<MmSlot>) -> bool {
+    ///
+    /// `held` is the slot's last batch when its merged pages are to be looked at again
+    /// ([`relooks`]), with their items still off the slot's list (empty otherwise): they are
+    /// looked at last, right before the pass ends, and then put back at the end of the list.
+    pub(super) fn next_slot(
+        &mut self,
+        k: &Ksm,
+        slot: Arc<MmSlot>,
+        held: &mut KVVec<Entry>,
+    ) -> bool {
         if slot.mm.is_exiting() {
             self.address = 0;
             slot.items.get_mut(&mut self.slots_token).rewind();
+        }
+        if self.address == 0 {
+            // Exiting (or nothing was walked): the held items go with the others, before the
+            // mmap lock below is taken (freeing takes shard locks).
+            while let Some(e) = held.pop() {
+                drop(e.page);
+                self.free_item(k, &slot, e.item);
+            }
         }
         // The items from the cursor on had no mergeable page this time.
         self.remove_trailing(k, &slot);
@@ -575,14 +594,21 @@ impl ScanState {
             slot.mm.clear_flag(MmFlag::VmMergeable);
         }
         drop(guard);
+        // The held items go back after the trailing ones left: at the end of the list, in order.
         match next {
             Some(n) => {
+                // An address space came after this one since the batch was gathered (one whose
+                // process exits is moved there): the pass goes on, and the held pages get their
+                // second look here, as late as can be known.
+                k.relook(held);
+                self.put_back(&slot, held);
                 self.address = 0;
                 n.items.get_mut(&mut self.slots_token).rewind();
                 true
             }
             None => {
-                self.end_pass(k);
+                self.end_pass(k, held);
+                self.put_back(&slot, held);
                 false
             }
         }
@@ -602,11 +628,19 @@ impl ScanState {
         });
     }
 
-    pub(super) fn end_pass(&mut self, k: &Ksm) {
+    /// Ends the pass. The merged pages of `held` (see [`ScanState::next_slot`]) are looked at
+    /// again as the last thing before `full_scans` moves ([`Ksm::relook`]), so that a write
+    /// to one of them before that look is seen by this pass.
+    pub(super) fn end_pass(&mut self, k: &Ksm, held: &mut KVVec<Entry>) {
         if tunables::ADVISOR_SCAN_TIME.load(Relaxed) {
             self.scan_time_advisor(k);
         }
         trace::stop_scan(self.seqnr, self.rmap_items as u64);
+        // After the event, too: with the ksm events on, writing it takes microseconds.
+        if !held.is_empty() {
+            k.relook(held);
+            k.publish_shards();
+        }
         self.seqnr += 1;
         self.publish();
     }
