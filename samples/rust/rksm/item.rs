@@ -216,8 +216,19 @@ impl<B: Backend> RmapItem<B> {
                 sum: Some(sum),
             };
         }
-        let sample = sample_bits(bytes);
         let recheck = recheck_due(self.age.load(Relaxed), self.checksum(), pass);
+        if recheck && seen & GLANCE_CURRENT != 0 {
+            // A recheck of a page whose sample is most likely unchanged: the whole page first, in
+            // order, and the sample from the caches, as at the first visit; given only if the
+            // sample is unchanged, as below.
+            let sum = bytes.checksum();
+            let sample = sample_bits(bytes);
+            return Glance {
+                sample,
+                sum: (seen & GLANCE_SAMPLE == sample).then_some(sum),
+            };
+        }
+        let sample = sample_bits(bytes);
         let sum = (seen & GLANCE_SAMPLE == sample && (seen & GLANCE_CURRENT == 0 || recheck))
             .then(|| bytes.checksum());
         Glance { sample, sum }

@@ -396,6 +396,12 @@ impl<B: Backend> UnstableTree<B> {
 
     /// Empties the tree.
     pub(crate) fn reset(&mut self) {
+        // An empty tree's buckets are empty: under smart scan most passes leave most trees so,
+        // and clearing each bucket would read (and write) every bucket's root for nothing.
+        if self.len.get() == 0 {
+            self.floor = PAGE_SIZE;
+            return;
+        }
         for t in Iterator::chain(core::iter::once(&mut self.one), self.buckets.iter_mut()) {
             t.clear(|_| {});
         }

@@ -185,6 +185,14 @@ impl Ksm {
                         e.page = Some(page);
                     }
                 }
+                // A page not looked at (smart scan skips it) only leaves the trees, and most
+                // such items are in none: told so without the shard's lock. The unstable trees
+                // were emptied at this pass's start, before the batch was gathered, and only an
+                // item's own step, which this is, puts a loose item into a tree or on a list. A
+                // thread may be taking it off a stable node's list meanwhile, under the lock of
+                // the item's shard, which every later change of the item's links takes too (its
+                // next step, or its removal before it is freed).
+                None if e.item.is_loose() => {}
                 None => step.remove_item(&e.item),
             };
             // A chance to reschedule every few pages, not after the last one: the pass may end
