@@ -118,6 +118,11 @@ pub(crate) struct ScanState {
 /// (A count of pages, not an amount of memory: what makes such a space small is its few steps.)
 const SMALL_SPACE: usize = 8;
 
+/// How many times at most [`Ksm::relook`] looks at a small address space's merged pages again
+/// when their mapping counts moved during its look (a process that forks or writes them without
+/// end must not keep the pass from ending).
+const RELOOKS: usize = 4;
+
 /// Whether `batch`, whose gathering stopped at `gathered`, holds a small address space whole
 /// ([`SMALL_SPACE`]) and ends the pass: then the pages it finds merged already are looked at
 /// again just before the pass ends ([`Ksm::relook`]).
@@ -225,12 +230,40 @@ impl Ksm {
 
     /// Runs the step again for each page of `batch` that kept its reference (see
     /// [`relooks`]): a page whose mapping was given a copy by a write since its first look (and
-    /// before this one) is no longer merged, and leaves its node before the pass ends.
+    /// before this one) is no longer merged, and leaves its node before the pass ends. Then
+    /// publishes the counters of the shards that changed.
+    ///
+    /// The step's look at a page still merged compares its folio's mapping count with the
+    /// mappings listed, and a write that copies the page lowers the count (under the page table
+    /// lock, before the writer returns). A write after that comparison is still this pass's if
+    /// the writer can read `full_scans` before it moves. So the counts are read before each
+    /// step and again after the publishing: if one moved, the pages are looked at again
+    /// (at most [`RELOOKS`] times), and otherwise that last reading is the last look, a few
+    /// instructions before the caller ends the pass. The step itself can take longer than a
+    /// writer needs to return and read `full_scans`: a look that finds a page copied looks
+    /// the page table up and takes the item off its node.
     pub(super) fn relook(&self, batch: &mut [Entry]) {
-        let mut step = self.step();
-        for e in batch.iter_mut() {
-            if let Some(page) = e.page.take() {
-                step.cmp_and_merge(e.item.as_ref(), &page);
+        // `relooks` holds a batch only if it has at most `SMALL_SPACE` pages.
+        let mut maps = [0i32; SMALL_SPACE];
+        for _ in 0..RELOOKS {
+            let mut step = self.step();
+            for (e, m) in batch.iter_mut().zip(maps.iter_mut()) {
+                if let Some(page) = e.page.take() {
+                    *m = page.0.folio().mapcount();
+                    if step.cmp_and_merge(e.item.as_ref(), &page) == Outcome::AlreadyMerged {
+                        e.page = Some(page);
+                    }
+                }
+            }
+            drop(step);
+            self.publish_shards();
+            let moved = batch.iter().zip(maps.iter()).any(|(e, m)| {
+                e.page
+                    .as_ref()
+                    .is_some_and(|p| p.0.folio().mapcount() != *m)
+            });
+            if !moved {
+                break;
             }
         }
     }
@@ -647,7 +680,6 @@ impl ScanState {
         // After the event, too: with the ksm events on, writing it takes microseconds.
         if !held.is_empty() {
             k.relook(held);
-            k.publish_shards();
         }
         self.seqnr += 1;
         self.publish();
