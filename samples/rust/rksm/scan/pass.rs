@@ -255,7 +255,6 @@ impl Ksm {
                     }
                 }
             }
-            drop(step);
             self.publish_shards();
             let moved = batch.iter().zip(maps.iter()).any(|(e, m)| {
                 e.page
