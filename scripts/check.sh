@@ -38,7 +38,12 @@ fi
 cp_args=(--no-tree --quiet --show-types --ignore FILE_PATH_CHANGES,SPDX_LICENSE_TAG)
 for p in kernel/patches/*.patch; do
 	say "checkpatch $p"
-	"$SRC/scripts/checkpatch.pl" "${cp_args[@]}" --strict - < "$p" || bad=1
+	extra=()
+	# ARCH_HAS_PREFETCH is include/linux/prefetch.h's interface, which every architecture with a
+	# prefetch() of its own defines (x86's processor.h too); checkpatch.pl's rule is against new
+	# ARCH_HAS_ symbols (make series says so in the cover letter).
+	case $p in *-um-x86-prefetch-*) extra=(--ignore DEFINE_ARCH_HAS) ;; esac
+	"$SRC/scripts/checkpatch.pl" "${cp_args[@]}" "${extra[@]}" --strict - < "$p" || bad=1
 done
 for p in kernel/upstream/*.patch; do
 	[ -e "$p" ] || continue

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # make series: the whole of rksm as a patch series that `git am` applies to Linux 6.12.117, with a
 # cover letter, in build/series/: the fixes first (the two to C KSM, kernel/patches/0001-0002, each
-# standing alone; the two to User-Mode Linux, 0006-0007; arm64's link with ld.lld, 0008), then the
-# kernel crate's additions with their C helpers (0004 and rust/), the Kconfig choice with rksm itself
-# and its KUnit suites (0003, samples/, tests/kunit/), the documentation (0005, Documentation/).
+# standing alone; the three to User-Mode Linux, 0006, 0007 and 0009; arm64's link with ld.lld,
+# 0008), then the kernel crate's additions with their C helpers (0004 and rust/), the Kconfig
+# choice with rksm itself and its KUnit suites (0003, samples/, tests/kunit/), the documentation
+# (0005, Documentation/).
 # Each patch goes through scripts/checkpatch.pl --strict; what it says is in
 # build/series/checkpatch.txt and counted in the cover letter.
 #
@@ -77,6 +78,7 @@ patch_with 0001
 patch_with 0002
 patch_with 0006
 patch_with 0007
+patch_with 0009
 patch_with 0008
 patch_with 0004 rust/
 patch_with 0003 samples/
@@ -110,6 +112,9 @@ import textwrap
 REASONS = {
     "FILE_PATH_CHANGES": "new files, and no MAINTAINERS entry: who would maintain rksm upstream "
                          "is for the mm and Rust for Linux maintainers to say, not this series",
+    "DEFINE_ARCH_HAS": "ARCH_HAS_PREFETCH is the interface of include/linux/prefetch.h, which "
+                       "every architecture with a prefetch() of its own defines (x86's "
+                       "processor.h too); the rule is against new ARCH_HAS_ symbols",
 }
 path, report = sys.argv[1], sys.argv[2]
 found = collections.OrderedDict()
@@ -134,7 +139,7 @@ text = text.replace("*** BLURB HERE ***", """\
 rksm reimplements Kernel Samepage Merging (mm/ksm.c) in Rust, with the
 same contract: madvise(MADV_MERGEABLE), prctl(PR_SET_MEMORY_MERGE),
 /sys/kernel/mm/ksm and /proc/<pid>/ksm_stat behave as C KSM's do. A
-Kconfig choice (patch 7) selects one implementation or the other, so one
+Kconfig choice (patch 8) selects one implementation or the other, so one
 tree and one configuration build both kernels.
 
 Patches 1 and 2 fix C KSM and stand alone: a maintainer can take them
@@ -142,11 +147,11 @@ without the rest. Their reproducers are in the rksm repository:
   1: tests/vm/torture.c (forks and run=2 flips: ksm_zero_pages drifts),
   2: tests/vm/ksmrace.c zeroes (KASAN slab-use-after-free with
      SLUB_RCU_DEBUG, within two minutes).
-Patches 3 and 4 fix User-Mode Linux on x86 (the native timings run on
-it); patch 5 lets ld.lld link arm64 kernels whose early page tables it
+Patches 3 to 5 fix User-Mode Linux on x86 (the native timings run on
+it); patch 6 lets ld.lld link arm64 kernels whose early page tables it
 could not size (the 16K-page debug kernel the arm64 torture runs on).
-Patch 6 adds the kernel crate's abstractions rksm uses, patch 7 rksm
-and its KUnit suites, patch 8 the documentation
+Patch 7 adds the kernel crate's abstractions rksm uses, patch 8 rksm
+and its KUnit suites, patch 9 the documentation
 (Documentation/admin-guide/mm/rksm.rst for operators,
 Documentation/mm/rksm.rst for the design).
 

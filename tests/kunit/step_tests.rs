@@ -426,6 +426,18 @@ fn pass_start_skips_idle_shards() -> TestResult {
                 s
             );
         }
+        // Each renewed shard's hint names the buckets its tree has now, which the items held
+        // last pass sized.
+        let mut split = 0;
+        for s in 0..SHARDS {
+            let guard = set.lock(s);
+            let tree = guard.trees.unstable(0);
+            for sum in [0, 1, 0x9e37_79b9, u32::MAX] {
+                kunit_ensure_eq!(set.hint(s).bucket::<TestPages>(sum), tree.bucket_addr(sum));
+            }
+            split += usize::from(tree.bucket_addr(0).is_some());
+        }
+        kunit_ensure!(split > 0, "no shard's unstable tree was split into buckets");
         // What the trees remember of the last passes fades, and then nothing is left to do.
         let mut passes = 0;
         while renew() != 0 {

@@ -7,7 +7,7 @@ use super::pages::{global_probe, items, max_rb_height, shuffled, Pattern, TestMa
 use crate::backend::Contents;
 use crate::compare::{Order, Stats};
 use crate::item::RmapItem;
-use crate::unstable::{Lookup, UnstableTree, MIN_SPLIT};
+use crate::unstable::{BucketHint, Lookup, UnstableTree, MIN_SPLIT};
 use core::cmp::Ordering;
 use kernel::kunit_suite::{Check, TestResult};
 use kernel::page::PAGE_SIZE;
@@ -498,6 +498,44 @@ fn buckets_outlast_skipped_passes() -> TestResult {
     Ok(())
 }
 
+/// The hint that a scanner thread prefetches by before it holds the tree names, for every item,
+/// the bucket that holds it; a hint of a tree with no buckets names none, and a hint recorded
+/// before the table was made anew still gives an address (which the prefetch may not read).
+fn hint_names_each_items_bucket() -> TestResult {
+    const N: usize = 256;
+    let p = TestPages::new(N, Pattern::Random(0x41e7)).check()?;
+    let items = items(N).check()?;
+    let mut tree = UnstableTree::new();
+    let mut stats = Stats::default();
+    let hint = BucketHint::new();
+    hint.record(&tree);
+    kunit_ensure_eq!(hint.bucket::<TestPages>(1), None);
+    insert_all(&mut tree, &p, &items, &mut stats)?;
+    tree.renew();
+    hint.record(&tree);
+    insert_all(&mut tree, &p, &items, &mut stats)?;
+    let mut wrong = None;
+    for (i, item) in items.iter().enumerate() {
+        let sum = item.checksum();
+        let (named, holds) = (hint.bucket::<TestPages>(sum), tree.bucket_holding(item));
+        if named.is_none() || named != holds || named != tree.bucket_addr(sum) {
+            wrong = Some((i, named, holds));
+            break;
+        }
+    }
+    let used = tree.trees_in_use();
+    // Made anew (no items left to size it by): the old hint names the old table.
+    for _ in 0..200 {
+        tree.renew();
+    }
+    let stale = hint.bucket::<TestPages>(items[0].checksum());
+    tree.reset();
+    kunit_ensure!(used > 1, "the tree was not split into buckets");
+    kunit_ensure!(wrong.is_none(), "item, hint, holder: {:?}", wrong);
+    kunit_ensure!(stale.is_some());
+    Ok(())
+}
+
 kunit_suite!(
     "rksm_unstable",
     [
@@ -515,5 +553,6 @@ kunit_suite!(
         peeked_page_is_confirmed,
         removed_from_any_bucket,
         buckets_outlast_skipped_passes,
+        hint_names_each_items_bucket,
     ]
 );

@@ -11,6 +11,7 @@ use crate::backend::Backend;
 use crate::item::MAX_SHARDS;
 use crate::step::Shards;
 use crate::trees::Trees;
+use crate::unstable::BucketHint;
 use core::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use kernel::hlist::Token;
 use kernel::prelude::*;
@@ -36,6 +37,8 @@ pub(crate) struct Shard<B: Backend> {
 /// dropped: so a shard whose bit is set has not been held since it was idle.
 pub(crate) struct ShardSet<B: Backend> {
     shards: KVec<Pin<KBox<Mutex<Shard<B>>>>>,
+    /// Where each shard's first unstable tree had its buckets at its last renewal.
+    hints: KVec<BucketHint>,
     /// The shards whose counters changed since [`ShardSet::take_changed`] last ran (bit `i`
     /// for shard `i`).
     changed: AtomicU64,
@@ -56,6 +59,7 @@ impl<B: Backend> ShardSet<B> {
             return Err(EINVAL);
         }
         let mut shards = KVec::with_capacity(n, GFP_KERNEL)?;
+        let mut hints = KVec::with_capacity(n, GFP_KERNEL)?;
         for i in 0..n {
             let token = token(i)?;
             if token.id() != i {
@@ -69,10 +73,12 @@ impl<B: Backend> ShardSet<B> {
                 KBox::pin_init(kernel::new_mutex!(shard, "ksm_shard"), GFP_KERNEL)?,
                 GFP_KERNEL,
             )?;
+            hints.push(BucketHint::new(), GFP_KERNEL)?;
         }
         // INVARIANT: `n` is in range, and each token was checked.
         Ok(Self {
             shards,
+            hints,
             changed: AtomicU64::new(0),
             idle: AtomicU64::new(0),
         })
@@ -125,6 +131,7 @@ impl<B: Backend> ShardSet<B> {
             }
             let mut guard = shard.lock();
             f(&mut guard);
+            self.hints[i].record(guard.trees.unstable(0));
             ran += 1;
             if guard.trees.pass_start_idle() {
                 // INVARIANT: under the lock, with the trees idle.
@@ -132,6 +139,12 @@ impl<B: Backend> ShardSet<B> {
             }
         }
         ran
+    }
+
+    /// Where shard `i`'s first unstable tree had its buckets when the shard was last renewed.
+    #[cfg(CONFIG_KUNIT)]
+    pub(crate) fn hint(&self, i: usize) -> &BucketHint {
+        &self.hints[i]
     }
 
     /// The shards that steps held since the last call, as a bit mask (bit `i` for shard `i`),
@@ -155,5 +168,12 @@ impl<B: Backend> Shards<B> for &ShardSet<B> {
         self.not_idle(i);
         let Shard { trees, token } = &mut *guard;
         f(trees, token)
+    }
+
+    #[inline]
+    fn prefetch_unstable(&self, i: usize, checksum: u32) {
+        if let Some(hint) = self.hints.get(i) {
+            hint.prefetch::<B>(checksum);
+        }
     }
 }

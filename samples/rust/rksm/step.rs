@@ -31,6 +31,11 @@ pub(crate) trait Shards<B: Backend> {
     /// Runs `f` on the trees of shard `i` and that shard's token, with no other thread in them
     /// meanwhile.
     fn with<R>(&mut self, i: usize, f: impl FnOnce(&mut Trees<B>, &mut B::Token) -> R) -> R;
+
+    /// Hints that shard `i`'s unstable tree is about to be looked up by `checksum`, without
+    /// holding the shard (see [`crate::unstable::BucketHint`]); by default nothing.
+    #[inline]
+    fn prefetch_unstable(&self, _i: usize, _checksum: u32) {}
 }
 
 /// The shard of a page of checksum `checksum`, of `count` shards.
@@ -147,6 +152,11 @@ impl<'b, B: Backend, S: Shards<B>> Step<'b, B, S> {
         // merged already and needs none (C takes no checksum then).
         let ksm = b.is_ksm(page);
         let first_try = !ksm && self.shard_of(item.checksum()) == from;
+        if first_try {
+            // Its unstable lookup, if it comes to that, is by the recorded checksum: the bucket
+            // comes into the caches while the page is read.
+            self.shards.prefetch_unstable(from, item.checksum());
+        }
         let glance = if ksm {
             Glance::NONE
         } else {

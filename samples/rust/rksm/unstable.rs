@@ -28,6 +28,7 @@ use crate::domain::{Domain, Scope};
 use crate::item::RmapItem;
 use crate::stable::{Counters, NodeRef};
 use core::cell::Cell;
+use core::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use kernel::alloc::flags::{__GFP_NOWARN, GFP_NOWAIT};
 use kernel::hlist::HList;
 use kernel::page::PAGE_SIZE;
@@ -84,6 +85,67 @@ fn tree_for<'a, B: Backend>(
 impl<B: Backend> Default for UnstableTree<B> {
     fn default() -> Self {
         Self::new()
+    }
+}
+
+/// Where an unstable tree's buckets were when it was last renewed, for a thread that does not
+/// hold the tree: it prefetches the bucket of the checksum it is about to look up while it reads
+/// the page, before it takes the lock (see [`BucketHint::prefetch`]).
+///
+/// Once a pass puts thousands of pages into the trees (smart scan's pass that looks at every old
+/// page), a lookup's first read is a bucket's root out of a table of up to [`MAX_BUCKETS`] per
+/// shard: a cache miss, the largest share of the unstable step in the native profile of the
+/// running cost. Read while the page is, it is in the caches by the time the lookup needs it.
+///
+/// A hint read while the tree is renewed may pair the table of one renewal with the size of
+/// another, or name a table that is freed: then the wrong line is prefetched, which costs a few
+/// cycles and is never a read of that memory ([`kernel::prefetch::prefetch`]).
+pub(crate) struct BucketHint {
+    /// The address of the first bucket.
+    base: AtomicUsize,
+    /// The number of buckets: 0, or a power of two of at least 2.
+    n: AtomicUsize,
+}
+
+impl BucketHint {
+    /// A hint of no buckets.
+    pub(crate) const fn new() -> Self {
+        Self {
+            base: AtomicUsize::new(0),
+            n: AtomicUsize::new(0),
+        }
+    }
+
+    /// Records where `tree`'s buckets are now.
+    pub(crate) fn record<B: Backend>(&self, tree: &UnstableTree<B>) {
+        self.n.store(0, Relaxed);
+        self.base.store(tree.buckets.as_ptr() as usize, Relaxed);
+        self.n.store(tree.buckets.len(), Relaxed);
+    }
+
+    /// The address of the bucket of `checksum` in the table recorded last, for a tree of items
+    /// of type `RmapItem<B>` ordered by checksum ([`Order::Checksum`]); `None` if it had no
+    /// buckets. Only an address: the table may be gone.
+    #[inline]
+    pub(crate) fn bucket<B: Backend>(&self, checksum: u32) -> Option<usize> {
+        let n = self.n.load(Relaxed);
+        if n < 2 || !n.is_power_of_two() {
+            return None;
+        }
+        let stride = core::mem::size_of::<LinkTree<RmapItem<B>>>();
+        Some(
+            self.base
+                .load(Relaxed)
+                .wrapping_add(bucket_of(checksum, n).wrapping_mul(stride)),
+        )
+    }
+
+    /// Hints that the bucket of `checksum` ([`BucketHint::bucket`]) is about to be read.
+    #[inline]
+    pub(crate) fn prefetch<B: Backend>(&self, checksum: u32) {
+        if let Some(at) = self.bucket::<B>(checksum) {
+            kernel::prefetch::prefetch(at as *const u8);
+        }
     }
 }
 
@@ -182,6 +244,24 @@ impl<B: Backend> UnstableTree<B> {
     /// Whether the tree is empty.
     pub(crate) fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// The address of the bucket of `checksum` (see [`BucketHint::bucket`]), if the tree is
+    /// split into buckets.
+    #[cfg(CONFIG_KUNIT)]
+    pub(crate) fn bucket_addr(&self, checksum: u32) -> Option<usize> {
+        let n = self.buckets.len();
+        (n > 0).then(|| &self.buckets[bucket_of(checksum, n)] as *const _ as usize)
+    }
+
+    /// The address of the bucket that holds `item`, if the tree is split into buckets and one
+    /// does (a walk of every item).
+    #[cfg(CONFIG_KUNIT)]
+    pub(crate) fn bucket_holding(&self, item: &RmapItem<B>) -> Option<usize> {
+        self.buckets
+            .iter()
+            .find(|t| t.iter().any(|x| core::ptr::eq(x, item)))
+            .map(|t| t as *const _ as usize)
     }
 
     /// The height of the tree's tallest bucket (a walk of every item).
