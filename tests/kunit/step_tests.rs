@@ -381,7 +381,9 @@ fn four_threads() -> TestResult {
 }
 
 /// The start of a pass renews every shard that steps held, leaves the others alone once they
-/// have nothing left to do, and renews a shard again once anything held it.
+/// have nothing left to do, and renews a shard again once anything held it. The pages the first
+/// pass deferred have their shards' trees split into buckets at the next pass start, before any
+/// item went into a tree.
 fn pass_start_skips_idle_shards() -> TestResult {
     let p = pages().check()?;
     let set = ShardSet::new(SHARDS, 1, |i| TestToken::acquire_nth(i).ok_or(EBUSY)).check()?;
@@ -392,8 +394,15 @@ fn pass_start_skips_idle_shards() -> TestResult {
         kunit_ensure_eq!(renew(), 0);
         // Two passes of steps: the second puts the pages of their own into the unstable trees.
         let mut step = Step::new(&p, &set, 2000, Scope::Global);
-        for _ in 0..2 {
+        let mut split_early = 0;
+        for pass in 0..2 {
             renew();
+            if pass == 1 {
+                // Read from the hints, which take no lock (a lock would mark the shard held).
+                split_early = (0..SHARDS)
+                    .filter(|&s| set.hint(s).bucket::<TestPages>(0).is_some())
+                    .count();
+            }
             // Only the shards of the last pass's steps count.
             set.take_changed();
             for it in its.iter() {
@@ -406,6 +415,7 @@ fn pass_start_skips_idle_shards() -> TestResult {
         // shards through `Shards::with`, which must mark them; nothing else held them since).
         let stepped = set.take_changed();
         kunit_ensure!(stepped != 0, "the steps held no shard");
+        kunit_ensure_eq!(split_early, SHARDS);
         let (mut renewed, mut held) = (0u64, 0);
         set.renew_for_pass(|sh| {
             renewed |= 1 << sh.token.id();

@@ -498,6 +498,42 @@ fn buckets_outlast_skipped_passes() -> TestResult {
     Ok(())
 }
 
+/// A tree told to expect items ([`UnstableTree::expect`]: the pages a workload's first pass
+/// deferred) is split into buckets at the renewal that starts the pass that fills it, though
+/// no pass before held an item; it is not settled until then, and the expectation lasts for
+/// that one renewal.
+fn expected_items_get_buckets() -> TestResult {
+    const N: usize = 256;
+    let p = TestPages::new(N, Pattern::Random(0xe4b)).check()?;
+    let items = items(N).check()?;
+    let mut stats = Stats::default();
+    // Told nothing: one tree of all items (the control).
+    let mut plain = UnstableTree::new();
+    plain.renew();
+    insert_all(&mut plain, &p, &items, &mut stats)?;
+    let (plain_used, plain_height) = (plain.trees_in_use(), plain.height());
+    plain.reset();
+    let mut tree = UnstableTree::new();
+    tree.expect(N);
+    let settled = tree.is_settled();
+    tree.renew();
+    insert_all(&mut tree, &p, &items, &mut stats)?;
+    let (used, height) = (tree.trees_in_use(), tree.height());
+    tree.reset();
+    // Told nothing more, and holding nothing for long: back to no buckets, settled.
+    for _ in 0..200 {
+        tree.renew();
+    }
+    let settled_after = tree.is_settled();
+    kunit_ensure_eq!(plain_used, 1);
+    kunit_ensure!(plain_height > 4, "one tree of {} items is {} high", N, plain_height);
+    kunit_ensure!(!settled, "a tree expecting items is settled");
+    kunit_ensure!(used > N / 4, "{} of the trees hold the {} items", used, N);
+    kunit_ensure!(height <= 4, "the tallest bucket is {} high", height);
+    kunit_ensure!(settled_after, "the expectation outlived its renewal");
+    Ok(())
+}
+
 /// The hint that a scanner thread prefetches by before it holds the tree names, for every item,
 /// the bucket that holds it; a hint of a tree with no buckets names none, and a hint recorded
 /// before the table was made anew still gives an address (which the prefetch may not read).
@@ -553,6 +589,7 @@ kunit_suite!(
         peeked_page_is_confirmed,
         removed_from_any_bucket,
         buckets_outlast_skipped_passes,
+        expected_items_get_buckets,
         hint_names_each_items_bucket,
     ]
 );

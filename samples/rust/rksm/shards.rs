@@ -11,8 +11,8 @@ use crate::backend::Backend;
 use crate::item::MAX_SHARDS;
 use crate::step::Shards;
 use crate::trees::Trees;
-use crate::unstable::BucketHint;
-use core::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use crate::unstable::{BucketHint, MIN_SPLIT};
+use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 use kernel::hlist::Token;
 use kernel::prelude::*;
 use kernel::sync::lock::{mutex::MutexBackend, Guard};
@@ -39,6 +39,10 @@ pub(crate) struct ShardSet<B: Backend> {
     shards: KVec<Pin<KBox<Mutex<Shard<B>>>>>,
     /// Where each shard's first unstable tree had its buckets at its last renewal.
     hints: KVec<BucketHint>,
+    /// How many pages this pass deferred at the volatility gate, by the shard their checksum
+    /// takes them to next pass (see [`Shards::expect_unstable`]). A count, not a proof: two
+    /// threads adding at once may lose one of the additions.
+    coming: KVec<AtomicUsize>,
     /// The shards whose counters changed since [`ShardSet::take_changed`] last ran (bit `i`
     /// for shard `i`).
     changed: AtomicU64,
@@ -60,6 +64,7 @@ impl<B: Backend> ShardSet<B> {
         }
         let mut shards = KVec::with_capacity(n, GFP_KERNEL)?;
         let mut hints = KVec::with_capacity(n, GFP_KERNEL)?;
+        let mut coming = KVec::with_capacity(n, GFP_KERNEL)?;
         for i in 0..n {
             let token = token(i)?;
             if token.id() != i {
@@ -74,11 +79,13 @@ impl<B: Backend> ShardSet<B> {
                 GFP_KERNEL,
             )?;
             hints.push(BucketHint::new(), GFP_KERNEL)?;
+            coming.push(AtomicUsize::new(0), GFP_KERNEL)?;
         }
         // INVARIANT: `n` is in range, and each token was checked.
         Ok(Self {
             shards,
             hints,
+            coming,
             changed: AtomicU64::new(0),
             idle: AtomicU64::new(0),
         })
@@ -114,7 +121,10 @@ impl<B: Backend> ShardSet<B> {
     ///
     /// `f` must leave the trees [`Trees::pass_start_idle`] if they were so (renewing a settled
     /// unstable tree and retrying no misplaced node change nothing), which is what makes
-    /// skipping a shard the same as running `f` on it.
+    /// skipping a shard the same as running `f` on it. A shard that enough pages deferred in
+    /// the last pass are expected in to split its trees ([`Shards::expect_unstable`],
+    /// [`MIN_SPLIT`]) is not skipped: its trees are told how many
+    /// ([`Trees::expect_unstable`]) before `f` runs.
     pub(crate) fn renew_for_pass(&self, mut f: impl FnMut(&mut Shard<B>)) -> usize {
         let mut ran = 0;
         for (i, shard) in self.shards.iter().enumerate() {
@@ -126,10 +136,16 @@ impl<B: Backend> ShardSet<B> {
             // (`Crew::run_beside`), cleared their bits before it: so a set bit read here is of
             // a shard that is idle still, and a bit cleared concurrently by another holder
             // only stands for removals, after which the shard is idle or renewed next pass.
-            if self.idle.load(Relaxed) & bit != 0 {
+            // Fewer items than split a tree change nothing in an idle shard's trees.
+            let coming = self.coming[i].swap(0, Relaxed);
+            if self.idle.load(Relaxed) & bit != 0 && coming < MIN_SPLIT {
                 continue;
             }
             let mut guard = shard.lock();
+            // Items expected make an idle shard's trees split, not idle: its bit is cleared,
+            // as every other lock clears it, and set again below if they stay idle.
+            self.not_idle(i);
+            guard.trees.expect_unstable(coming);
             f(&mut guard);
             self.hints[i].record(guard.trees.unstable(0));
             ran += 1;
@@ -168,6 +184,15 @@ impl<B: Backend> Shards<B> for &ShardSet<B> {
         self.not_idle(i);
         let Shard { trees, token } = &mut *guard;
         f(trees, token)
+    }
+
+    #[inline]
+    fn expect_unstable(&self, i: usize) {
+        if let Some(n) = self.coming.get(i) {
+            // A load and a store, not an atomic add: an estimate, which a lost addition does
+            // not spoil, is not worth a locked instruction per page.
+            n.store(n.load(Relaxed).saturating_add(1), Relaxed);
+        }
     }
 
     #[inline]

@@ -36,6 +36,12 @@ pub(crate) trait Shards<B: Backend> {
     /// holding the shard (see [`crate::unstable::BucketHint`]); by default nothing.
     #[inline]
     fn prefetch_unstable(&self, _i: usize, _checksum: u32) {}
+
+    /// Counts a page deferred at the volatility gate whose item goes to shard `i` next pass,
+    /// so that its unstable trees are sized for it at the next pass start (see
+    /// [`crate::unstable::UnstableTree::expect`]); by default nothing.
+    #[inline]
+    fn expect_unstable(&self, _i: usize) {}
 }
 
 /// The shard of a page of checksum `checksum`, of `count` shards.
@@ -102,6 +108,20 @@ impl<'b, B: Backend, S: Shards<B>> Step<'b, B, S> {
         })
     }
 
+    /// Notes that the page of the loose `item` was deferred at the volatility gate: next pass the
+    /// item is most likely in the shard of the checksum just recorded (it is looked for there).
+    /// If that checksum is of the page's contents now (its first visit, or a change the
+    /// checksum found), the page goes into that shard's unstable tree next pass if it stays the
+    /// same, and is counted for it; one whose sample changed has its checksum taken next time,
+    /// and is deferred again.
+    fn deferred(&self, item: &RmapItem<B>) {
+        let i = self.shard_of(item.checksum());
+        item.set_shard(i);
+        if item.checksum_current() {
+            self.shards.expect_unstable(i);
+        }
+    }
+
     /// Takes `item` out of the tree or stable node it is in (see [`Trees::remove_item`]).
     pub(crate) fn remove_item(&mut self, item: &RmapItem<B>) {
         let b = self.backend;
@@ -146,21 +166,30 @@ impl<'b, B: Backend, S: Shards<B>> Step<'b, B, S> {
         // A page that is not a KSM page is first looked up in the stable tree by the checksum its
         // item recorded, if that is the shard the item is in (most often: it went there by that
         // checksum) and the trees allow it (`Trees::stable_first`); it passes the volatility
-        // gate only if that finds nothing. What the gate needs of the page (its sample, and its
-        // checksum on the visits that need it: see `RmapItem::glance`) is read here, before the
-        // shard is held, so that other threads need not wait for it. A KSM page most often is
-        // merged already and needs none (C takes no checksum then).
+        // gate only if that finds nothing. A KSM page most often is merged already and needs
+        // no glance (C takes no checksum then).
         let ksm = b.is_ksm(page);
         let first_try = !ksm && self.shard_of(item.checksum()) == from;
         if first_try {
             // Its unstable lookup, if it comes to that, is by the recorded checksum: the bucket
-            // comes into the caches while the page is read.
+            // comes into the caches while the page is read or the stable tree searched.
             self.shards.prefetch_unstable(from, item.checksum());
         }
-        let glance = if ksm {
-            Glance::NONE
-        } else {
-            item.glance(&page.bytes(), self.pass)
+        // What the gate needs of the page (its sample, and its checksum on the visits that need
+        // it: see `RmapItem::glance`). A page whose stable lookup goes first needs it only if
+        // neither tree merges it: it is read then (with the shard held, or after a merge that
+        // failed), at most once (the paths below that read it exclude each other). The
+        // sample's lines of a page out of the caches cost about as much as the whole page, and
+        // a page that merges is read whole by the merge's comparison anyway. Any other page
+        // needs it: it is read here, before the shard is held, so that other threads need not
+        // wait for it.
+        let pass = self.pass;
+        let early = (!ksm && !(first_try && trees::may_go_stable_first(b, &item)))
+            .then(|| item.glance(&page.bytes(), pass));
+        let glance = || match early {
+            Some(glance) => glance,
+            None if ksm => Glance::NONE,
+            None => item.glance(&page.bytes(), pass),
         };
         let count = self.shards.count();
         // Whether the stable lookup went first (then a retry passes the volatility gate first).
@@ -184,17 +213,17 @@ impl<'b, B: Backend, S: Shards<B>> Step<'b, B, S> {
                         // Nothing to merge into (its KSM page was locked, say): the gate still
                         // records a changed checksum, as C's would have first.
                         Looked::Joined(Joined::Done(outcome)) => First::Left(Left::Done(
-                            trees::admit(b, &item, page, glance).unwrap_or(outcome),
+                            trees::admit(b, &item, page, glance()).unwrap_or(outcome),
                         )),
                         Looked::Joined(joined) => First::Joined(joined),
                         // The unstable lookup too by the recorded checksum; it runs the gate (a
                         // `Volatile` outcome is seen to below).
                         Looked::Missed(missed) => First::Left(Left::Done(
-                            t.join_unstable::<SCOPED>(b, token, item, page, missed, Some(glance)),
+                            t.join_unstable::<SCOPED>(b, token, item, page, missed, Some(&glance)),
                         )),
                     }
                 }
-                Left::Loose => match trees::admit(b, &item, page, glance) {
+                Left::Loose => match trees::admit(b, &item, page, glance()) {
                     Some(outcome) => First::Left(Left::Done(outcome)),
                     None if shard_of(item.checksum(), count) == from => {
                         First::Joined(t.join::<SCOPED>(b, token, item, page, domain, true))
@@ -209,9 +238,7 @@ impl<'b, B: Backend, S: Shards<B>> Step<'b, B, S> {
             First::Left(Left::Loose) => None,
             First::Left(Left::Done(outcome)) => {
                 if outcome == Outcome::Volatile {
-                    // The item is loose, and next pass it is most likely in the shard of the
-                    // checksum just recorded: look for it there.
-                    item.set_shard(self.shard_of(item.checksum()));
+                    self.deferred(&item);
                 }
                 return outcome;
             }
@@ -245,9 +272,9 @@ impl<'b, B: Backend, S: Shards<B>> Step<'b, B, S> {
                 // After a KSM page found by the recorded checksum differed from the page (a
                 // collision, or the page changed), the page passes the volatility gate first.
                 if !trust && went_first {
-                    if let Some(outcome) = trees::admit(b, &item, page, glance) {
+                    if let Some(outcome) = trees::admit(b, &item, page, glance()) {
                         if outcome == Outcome::Volatile {
-                            item.set_shard(step.shard_of(item.checksum()));
+                            step.deferred(&item);
                         }
                         return Joined::Done(outcome);
                     }

@@ -17,7 +17,7 @@ use kernel::prelude::*;
 
 mod phases;
 
-pub(crate) use phases::{admit, join_merging, Joined, Left, Looked};
+pub(crate) use phases::{admit, join_merging, may_go_stable_first, Joined, Left, Looked};
 
 /// What the per-page step ([`crate::step::Step::cmp_and_merge`]) did with a page.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -254,7 +254,16 @@ impl<B: Backend> Trees<B> {
         self.misplaced.is_empty() && self.unstable.iter().all(|t| t.is_settled())
     }
 
-    /// Empties every unstable tree for a new pass, sized for what the last one held (see
+    /// Tells the next [`Trees::renew_unstable`] that about `n` items are likely to be put in
+    /// these trees in the pass it starts (see [`UnstableTree::expect`]). The items of one
+    /// checksum may go into the tree of any node: each tree is told all `n`.
+    pub(crate) fn expect_unstable(&mut self, n: usize) {
+        for t in self.unstable.iter_mut() {
+            t.expect(n);
+        }
+    }
+
+    /// Empties every unstable tree for a new pass, sized for what the last ones held (see
     /// [`UnstableTree::renew`]).
     pub(crate) fn renew_unstable(&mut self) {
         for t in self.unstable.iter_mut() {

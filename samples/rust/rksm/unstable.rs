@@ -15,12 +15,13 @@
 //! mapping up as C does, and comparing with the page found there if it is another.
 //!
 //! Ordered by checksum ([`Order::Checksum`], what rksm runs), the tree is split into buckets by
-//! checksum, each a red-black tree of its own, sized at each pass for the items the last pass
-//! held: a lookup reads the bucket's root from a dense array and then a node or two, where one
-//! tree of all items took a node per level, most of them out of the caches (the native profile
-//! of the running cost had the unstable lookups as rksm's largest share). Equal pages have
-//! equal checksums, so they are in one bucket, ordered there as before. C's orders compare
-//! contents from the root and keep one tree.
+//! checksum, each a red-black tree of its own, sized at each pass for the items recent passes
+//! held and the pages the last pass deferred at the volatility gate: a lookup reads the
+//! bucket's root from a dense array and then a node or two, where one tree of all items took a
+//! node per level, most of them out of the caches (the native profile of the running cost had
+//! the unstable lookups as rksm's largest share). Equal pages have equal checksums, so they are
+//! in one bucket, ordered there as before. C's orders compare contents from the root and keep
+//! one tree.
 
 use crate::backend::{Backend, Contents};
 use crate::compare::{verify_prefix, Descent, Order, Stats};
@@ -58,6 +59,9 @@ pub(crate) struct UnstableTree<B: Backend> {
     /// What the last passes held: the largest of their peaks, each pass's worth 1/16 less than
     /// the one after it (see [`UnstableTree::renew`]).
     recent: usize,
+    /// How many items the next pass is likely to put in, besides what `recent` says
+    /// ([`UnstableTree::expect`]).
+    coming: usize,
     floor: usize,
 }
 
@@ -89,8 +93,8 @@ impl<B: Backend> Default for UnstableTree<B> {
 }
 
 /// Where an unstable tree's buckets were when it was last renewed, for a thread that does not
-/// hold the tree: it prefetches the bucket of the checksum it is about to look up while it reads
-/// the page, before it takes the lock (see [`BucketHint::prefetch`]).
+/// hold the tree: it prefetches the bucket of the checksum it is about to look up before it
+/// reads the page or searches the stable tree (see [`BucketHint::prefetch`]).
 ///
 /// Once a pass puts thousands of pages into the trees (smart scan's pass that looks at every old
 /// page), a lookup's first read is a bucket's root out of a table of up to [`MAX_BUCKETS`] per
@@ -232,6 +236,7 @@ impl<B: Backend> UnstableTree<B> {
             len: Cell::new(0),
             peak: 0,
             recent: 0,
+            coming: 0,
             floor: PAGE_SIZE,
         }
     }
@@ -464,12 +469,23 @@ impl<B: Backend> UnstableTree<B> {
         removed
     }
 
+    /// Tells the next [`UnstableTree::renew`] that about `n` items are likely to be put in in
+    /// the pass it starts: pages the last pass deferred at the volatility gate, most of which
+    /// come back unchanged and go into the tree of their checksum. A workload's first pass
+    /// defers every page and puts none in a tree, and its second puts most in: sized by the
+    /// passes before alone, its trees had no buckets in the pass that fills them.
+    pub(crate) fn expect(&mut self, n: usize) {
+        self.coming = n;
+    }
+
     /// Whether [`UnstableTree::renew`] would change nothing: the tree is empty, no pass since
-    /// the last renewal put an item in it, and no recent pass is remembered.
+    /// the last renewal put an item in it, no recent pass is remembered, and no items are
+    /// expected ([`UnstableTree::expect`]).
     pub(crate) fn is_settled(&self) -> bool {
         self.len.get() == 0
             && self.peak == 0
             && self.recent == 0
+            && self.coming == 0
             && self.buckets.is_empty()
             && self.floor == PAGE_SIZE
     }
@@ -490,7 +506,8 @@ impl<B: Backend> UnstableTree<B> {
     }
 
     /// Empties the tree for a new pass, split into about as many buckets as the most items it
-    /// held in recent passes (see the module's doc), or fewer (a quarter at least, and more than
+    /// held in recent passes (see the module's doc) or is expected to hold in this one
+    /// ([`UnstableTree::expect`], then forgotten), or fewer (a quarter at least, and more than
     /// it has) if no memory can be had at once, or into as many as it was: an allocation that
     /// would wait is not worth a faster lookup.
     ///
@@ -504,10 +521,11 @@ impl<B: Backend> UnstableTree<B> {
         self.reset();
         self.recent = self.peak.max(self.recent - self.recent.div_ceil(16));
         self.peak = 0;
-        let want = if self.recent < MIN_SPLIT {
+        let expected = self.recent.max(core::mem::take(&mut self.coming));
+        let want = if expected < MIN_SPLIT {
             0
         } else {
-            self.recent.next_power_of_two().min(MAX_BUCKETS)
+            expected.next_power_of_two().min(MAX_BUCKETS)
         };
         // Within a factor of two of what there is: kept, not allocated again every pass.
         let have = self.buckets.len();

@@ -26,11 +26,7 @@ impl<B: Backend> Trees<B> {
     /// the page no longer holds), nor for a page the zero page is tried for first.
     #[inline]
     pub(crate) fn stable_first(&self, backend: &B, item: &RmapItem<B>) -> bool {
-        let sum = item.checksum();
-        self.order == Order::Checksum
-            && sum != 0
-            && item.checksum_current()
-            && !backend.zero_candidate(sum)
+        self.order == Order::Checksum && may_go_stable_first(backend, item)
     }
 
     /// The first phase of the per-page step ([`crate::step::Step::cmp_and_merge`]), in the trees
@@ -150,7 +146,14 @@ impl<B: Backend> Trees<B> {
         match self.look_stable::<SCOPED>(backend, token, item, page, domain, trust) {
             Looked::Joined(joined) => joined,
             Looked::Missed(missed) => {
-                Joined::Done(self.join_unstable::<SCOPED>(backend, token, item, page, missed, None))
+                Joined::Done(self.join_unstable::<SCOPED>(
+                    backend,
+                    token,
+                    item,
+                    page,
+                    missed,
+                    None::<fn() -> Glance>,
+                ))
             }
         }
     }
@@ -232,8 +235,9 @@ impl<B: Backend> Trees<B> {
     /// trees' lock held since): merges the page with an equal page of the unstable tree into a
     /// new KSM page, or puts it into the unstable tree.
     ///
-    /// Unless the page passed [`admit`] this visit (`glance` is `None`; else it is what the gate
-    /// is to be given, [`RmapItem::glance`]), the unstable lookup too goes by the
+    /// Unless the page passed [`admit`] this visit (`glance` is `None`; else it reads what the
+    /// gate is to be given, [`RmapItem::glance`], and is called only if the gate runs), the
+    /// unstable lookup too goes by the
     /// checksum the item recorded at its last visit, and the volatility gate runs only where it
     /// can change the result: before the page goes into the tree, and after a lookup that ends
     /// in anything but a merge. As with [`Trees::stable_first`], a match found by the recorded
@@ -248,7 +252,7 @@ impl<B: Backend> Trees<B> {
         item: Pin<&RmapItem<B>>,
         page: &B::Page<'_>,
         missed: Missed,
-        glance: Option<Glance>,
+        glance: Option<impl FnOnce() -> Glance>,
     ) -> Outcome {
         let across = self.merge_across_nodes;
         let by_checksum = self.order == Order::Checksum;
@@ -406,19 +410,19 @@ impl<B: Backend, const SCOPED: bool> UnstableStep<'_, B, SCOPED> {
     /// Looks `page` up in the unstable tree, inserting its item if no equal page is there, and
     /// merges it with the match into a new KSM page (C's `unstable_tree_search_insert()`,
     /// `try_to_merge_two_pages()` and `stable_tree_insert()`). With `trust`, a match taken on
-    /// its checksum that differs from the page gives [`Outcome::Unproven`]. With `gate` (what
-    /// the volatility gate is to be given: the page has not passed it yet), runs the gate first
-    /// where it can change the result (see [`Trees::join_unstable`]), and empties `gate` once
-    /// it ran.
-    fn merge(
+    /// its checksum that differs from the page gives [`Outcome::Unproven`]. With `gate` (which
+    /// reads what the volatility gate is to be given: the page has not passed it yet), runs
+    /// the gate first where it can change the result (see [`Trees::join_unstable`]), and
+    /// empties `gate` once it ran.
+    fn merge<G: FnOnce() -> Glance>(
         &mut self,
         item: Pin<&RmapItem<B>>,
         page: &B::Page<'_>,
         trust: bool,
-        gate: &mut Option<Glance>,
+        gate: &mut Option<G>,
     ) -> Outcome {
         let (backend, set) = (self.cx.backend, self.cx.set);
-        let run_gate = |gate: &mut Option<Glance>| admit(backend, &item, page, gate.take()?);
+        let run_gate = |gate: &mut Option<G>| admit(backend, &item, page, gate.take()?());
         let mut turned_away = None;
         let how = Probe {
             tree_nid: self.idx,
@@ -494,6 +498,14 @@ impl<B: Backend, const SCOPED: bool> UnstableStep<'_, B, SCOPED> {
         backend.merged(&item);
         Outcome::MergedUnstable
     }
+}
+
+/// The part of [`Trees::stable_first`] that needs no trees: whether `item` has a checksum that
+/// a lookup may go by. Only the thread working on the item changes what it reads.
+#[inline]
+pub(crate) fn may_go_stable_first<B: Backend>(backend: &B, item: &RmapItem<B>) -> bool {
+    let sum = item.checksum();
+    sum != 0 && item.checksum_current() && !backend.zero_candidate(sum)
 }
 
 /// What [`Trees::leave`] did.
