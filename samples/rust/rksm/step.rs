@@ -184,8 +184,8 @@ impl<'b, B: Backend, S: Shards<B>> Step<'b, B, S> {
         // needs it: it is read here, before the shard is held, so that other threads need not
         // wait for it.
         let pass = self.pass;
-        let early = (!ksm && !(first_try && trees::may_go_stable_first(b, &item)))
-            .then(|| item.glance(&page.bytes(), pass));
+        let goes_first = first_try && trees::may_go_stable_first(b, &item);
+        let early = (!(ksm || goes_first)).then(|| item.glance(&page.bytes(), pass));
         let glance = || match early {
             Some(glance) => glance,
             None if ksm => Glance::NONE,
