@@ -469,8 +469,8 @@ impl<B: Backend> UnstableTree<B> {
         removed
     }
 
-    /// Tells the next [`UnstableTree::renew`] that about `n` items are likely to be put in in
-    /// the pass it starts: pages the last pass deferred at the volatility gate, most of which
+    /// Tells the next [`UnstableTree::renew`] that about `n` items are likely to go into the tree
+    /// in the pass it starts: pages the last pass deferred at the volatility gate, most of which
     /// come back unchanged and go into the tree of their checksum. A workload's first pass
     /// defers every page and puts none in a tree, and its second puts most in: sized by the
     /// passes before alone, its trees had no buckets in the pass that fills them.
