@@ -526,7 +526,12 @@ fn expected_items_get_buckets() -> TestResult {
     }
     let settled_after = tree.is_settled();
     kunit_ensure_eq!(plain_used, 1);
-    kunit_ensure!(plain_height > 4, "one tree of {} items is {} high", N, plain_height);
+    kunit_ensure!(
+        plain_height > 4,
+        "one tree of {} items is {} high",
+        N,
+        plain_height
+    );
     kunit_ensure!(!settled, "a tree expecting items is settled");
     kunit_ensure!(used > N / 4, "{} of the trees hold the {} items", used, N);
     kunit_ensure!(height <= 4, "the tallest bucket is {} high", height);

@@ -145,16 +145,14 @@ impl<B: Backend> Trees<B> {
     ) -> Joined<'b, B> {
         match self.look_stable::<SCOPED>(backend, token, item, page, domain, trust) {
             Looked::Joined(joined) => joined,
-            Looked::Missed(missed) => {
-                Joined::Done(self.join_unstable::<SCOPED>(
-                    backend,
-                    token,
-                    item,
-                    page,
-                    missed,
-                    None::<fn() -> Glance>,
-                ))
-            }
+            Looked::Missed(missed) => Joined::Done(self.join_unstable::<SCOPED>(
+                backend,
+                token,
+                item,
+                page,
+                missed,
+                None::<fn() -> Glance>,
+            )),
         }
     }
 
