@@ -74,7 +74,7 @@ if [ "$TORTURE" = 1 ]; then
 	# rksm's torture in one run that switches between one and two scanner threads; the race
 	# regressions on rksm only (make torture runs them on C too: they pass there).
 	KERNELS=$KERNELS DURATION=${TORTURE_SECONDS:-180} THREADS="1,2" RACES=rust MM=0 NO_REPORT=1 \
-		FAULTS_SWEEP=${FAULTS_SWEEP:-short} \
+		BUILT=1 FAULTS_SWEEP=${FAULTS_SWEEP:-short} \
 		"$PROJECT/scripts/torture.sh"
 	for k in $KERNELS; do names="$names $k-debug"; done
 fi
