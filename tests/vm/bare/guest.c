@@ -16,12 +16,18 @@
  */
 #include <stdint.h>
 
+/* The kernel's attribute macros, which a freestanding program has to define itself. */
+#define __packed __attribute__((packed))
+#define __aligned(x) __attribute__((aligned(x)))
+#define __used __attribute__((used))
+#define __section(s) __attribute__((section(s)))
+
 #define MB_MAGIC 0x1BADB002u
 #define MB_FLAGS 0u
 #define MB_INFO_CMDLINE (1u << 2)
 
 /* The multiboot header, first in the image (tests/vm/bare/guest.ld). */
-__attribute__((section(".multiboot"), used, aligned(4)))
+__section(".multiboot") __used __aligned(4)
 static const uint32_t multiboot_header[3] = { MB_MAGIC, MB_FLAGS, -(MB_MAGIC + MB_FLAGS) };
 
 #define BASE (32u << 20)
@@ -29,7 +35,7 @@ static const uint32_t multiboot_header[3] = { MB_MAGIC, MB_FLAGS, -(MB_MAGIC + M
 #define PIC1 0x20
 #define PIC2 0xa0
 
-uint8_t guest_stack[16384] __attribute__((aligned(16)));
+uint8_t guest_stack[16384] __aligned(16);
 
 /* Entered in 32-bit protected mode, interrupts off; EBX holds the multiboot information. */
 __asm__(".text\n"
@@ -120,9 +126,9 @@ struct idt_gate {
 	uint16_t off_lo, sel;
 	uint8_t zero, type;
 	uint16_t off_hi;
-} __attribute__((packed));
+} __packed;
 
-static struct idt_gate idt[256] __attribute__((aligned(8)));
+static struct idt_gate idt[256] __aligned(8);
 
 /*
  * Every vector to irq_stub, the PICs' IRQs at vectors 0x20-0x2f with only COM1's (IRQ 4)
@@ -133,7 +139,7 @@ static void setup_interrupts(void)
 	struct {
 		uint16_t limit;
 		uint32_t base;
-	} __attribute__((packed)) idtr = { sizeof(idt) - 1, (uint32_t)idt };
+	} __packed idtr = { sizeof(idt) - 1, (uint32_t)idt };
 	uint16_t cs;
 
 	__asm__ volatile("movw %%cs, %0" : "=r"(cs));
