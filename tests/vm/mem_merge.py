@@ -20,7 +20,6 @@ import time
 import ksmbench  # tests/vm/, this file's directory
 from ksmrun import ksm_read, ksm_write
 
-TOP = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 RAM_MIB = ksmbench.Guest.RAM_MIB
 BOOT_S, MERGE_S = 300, 300                    # the three boots, merging to stable
 n_checks = failed = 0
