@@ -24,6 +24,7 @@
 
 #define MB_MAGIC 0x1BADB002u
 #define MB_FLAGS 0u
+#define MB_INFO_MEM (1u << 0)
 #define MB_INFO_CMDLINE (1u << 2)
 
 /* The multiboot header, first in the image (tests/vm/bare/guest.ld). */
@@ -195,15 +196,22 @@ static uint32_t check(volatile uint32_t *mem, uint32_t pages, uint32_t words)
 void guest_main(uint32_t magic, const uint32_t *info)
 {
 	const char *cmdline = 0;
-	uint32_t page, mib, pages, words, round = 0;
+	uint32_t page, mib, pages, words, round = 0, ram_mib = 0;
 	volatile uint32_t *mem = (volatile uint32_t *)BASE;
 
 	if (magic == 0x2BADB002u && (info[0] & MB_INFO_CMDLINE))
 		cmdline = (const char *)info[4];
+	/* Memory above 1 MiB, in KiB: the pattern must fit below its end. */
+	if (magic == 0x2BADB002u && (info[0] & MB_INFO_MEM))
+		ram_mib = 1 + info[2] / 1024;
 	page = param(cmdline, "page", 0);
 	mib = param(cmdline, "mib", 16);
-	if (page < 16 || (page & (page - 1)) || (mib << 20) < page) {
-		puts_serial("BAD command line: page=P (a power of two) mib=M\n");
+	if (page < 16 || (page & (page - 1)) || !mib || mib > 1024 || (mib << 20) < page) {
+		puts_serial("BAD command line: page=P (a power of two) mib=M (1 to 1024)\n");
+		return;
+	}
+	if ((BASE >> 20) + mib > ram_mib) {
+		puts_serial("BAD memory: the pattern does not fit below the end of RAM\n");
 		return;
 	}
 	pages = (mib << 20) / page;
