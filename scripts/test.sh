@@ -5,8 +5,9 @@
 # scripts/compile-fail.sh, and the KUnit suites through kunit.py on User-Mode Linux,
 # scripts/kunit.sh), boot the rksm kernel once more with its init left out (ksmrace noinit), then boot the debug kernels (FLAVOR=debug: KASAN, KFENCE, kmemleak, UBSAN, ...)
 # for the short fault sweeps (FAULTS_SWEEP, default short; 0 leaves them out), rksm's race
-# regressions and a short torture, C's as the control (scripts/torture.sh,
-# TORTURE_SECONDS per run, default 180; TORTURE=0 leaves them out), then print one table per suite and
+# regressions and a short torture (scripts/torture.sh, TORTURE_SECONDS per run, default 180;
+# TORTURE=0 leaves them out; CONTROL=1 runs the sweeps and the torture on C's debug kernel too, as
+# make torture does), then print one table per suite and
 # `N passed, N failed`. Exits non-zero on any failure. FAULT=panic|warning|selftest injects a
 # failure on purpose (tests/vm/guest-tests.sh).
 set -euo pipefail
@@ -17,8 +18,19 @@ t0=$SECONDS
 "$PROJECT/scripts/setup.sh"
 for k in $KERNELS; do KSM=$k "$PROJECT/scripts/kernel.sh"; done
 TORTURE=${TORTURE:-1}
+# The debug kernels booted: rksm's. C's debug boot is the control that tells a defect of a sweep
+# or of the torture from one of rksm's; C's code does not change from one landing to the next, so
+# the control runs in make torture, before a landing that changes those tests, or here with
+# CONTROL=1. (It took 12 min of make test and, with its build, up to 22 min from an empty ccache;
+# a defect of C's own, its smart scan keeping pairs apart, failed CI's verdict at bc7b635.)
+DEBUG=
+for k in $KERNELS; do
+	[ "$k" = rust ] || [ "${CONTROL:-0}" = 1 ] && DEBUG="$DEBUG $k"
+done
+DEBUG=${DEBUG# }
+[ -n "$DEBUG" ] || TORTURE=0
 if [ "$TORTURE" = 1 ]; then
-	for k in $KERNELS; do FLAVOR=debug KSM=$k "$PROJECT/scripts/kernel.sh"; done
+	for k in $DEBUG; do FLAVOR=debug KSM=$k "$PROJECT/scripts/kernel.sh"; done
 fi
 "$PROJECT/scripts/selftests.sh"
 "$PROJECT/scripts/guest-progs.sh"
@@ -73,10 +85,10 @@ fi
 if [ "$TORTURE" = 1 ]; then
 	# rksm's torture in one run that switches between one and two scanner threads; the race
 	# regressions on rksm only (make torture runs them on C too: they pass there).
-	KERNELS=$KERNELS DURATION=${TORTURE_SECONDS:-180} THREADS="1,2" RACES=rust MM=0 NO_REPORT=1 \
+	KERNELS=$DEBUG DURATION=${TORTURE_SECONDS:-180} THREADS="1,2" RACES=rust MM=0 NO_REPORT=1 \
 		BUILT=1 FAULTS_SWEEP=${FAULTS_SWEEP:-short} \
 		"$PROJECT/scripts/torture.sh"
-	for k in $KERNELS; do names="$names $k-debug"; done
+	for k in $DEBUG; do names="$names $k-debug"; done
 fi
 say "tests done in $(elapsed $((SECONDS - t0)))"
 # shellcheck disable=SC2086

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Development tool: where a native ksmpages run's time goes. Boots a User-Mode Linux kernel
-# (FLAVOR=um) under host `perf record` (1999 Hz), runs one workload (2 x MIB MiB, ksmd at full
-# speed, one thread, every byte verified), and prints the UML kernel thread's samples in the
-# 50 ms windows where KSM code ran: symbols, and the host kernel's share (UML's own costs:
-# system calls that change the host's mappings, ptrace, switches).
+# (FLAVOR=um) under host `perf record` (F samples a second, default 1999), runs one workload
+# (2 x MIB MiB, ksmd at full speed, one thread, every byte verified), and splits the UML kernel
+# thread's samples of the timed merge (from the first page read for as long as the run took)
+# into page reads, KSM's own code, the kernel crate and its helpers, other kernel code and the
+# host kernel (UML's own costs: system calls that change the host's mappings, ptrace,
+# switches), each in ms per GiB merged, with its top symbols.
 #   KSM=rust MODE=best scripts/dev/um-profile.sh      (KERNEL= another image)
 # MODE=cost-chains (or cost-copies, cost-walk): the running cost instead, ksmbench's part cost
 # over MIB MiB (default 1024) with PASSES full scans timed (default 60), so that the samples are
@@ -22,14 +24,14 @@ cost-*)
 --cost-passes ${PASSES:-60} --sparse-gib 0" ;;
 *) args="--mib ${MIB:-256} --procs 2 --modes $MODE --parts ksmpages" ;;
 esac
-perf record -q -F 1999 -o "$out.data" -- env KSM="$KSM" KERNEL="$kernel" UM_RUN="$B/um/prof-run" \
+perf record -q -F "${F:-1999}" -o "$out.data" -- env KSM="$KSM" KERNEL="$kernel" UM_RUN="$B/um/prof-run" \
 	QUIET=1 CMD="python3 $PROJECT/tests/vm/ksmbench.py --impl $KSM --out $out.jsonl \
 --threads 1 --reps 1 $args" \
 	"$PROJECT/scripts/um.sh" > /dev/null
 perf script -i "$out.data" -F tid,time,ip,sym,dso 2> /dev/null > "$out.script"
-python3 - "$out.script" "$(basename "$kernel")" "$out.jsonl" "$MODE" <<'PY' | tee "$out.txt"
+python3 - "$out.script" "$(basename "$kernel")" "$out.jsonl" "$MODE" "${F:-1999}" <<'PY' | tee "$out.txt"
 import collections, json, re, sys
-script, image, results, mode = sys.argv[1:]
+script, image, results, mode = sys.argv[1:5]
 line_re = re.compile(r"^\s*(\d+)\s+([\d.]+):\s+[0-9a-f]+\s+(.*?)\s+\((.*)\)\s*$")
 samples = []
 for line in open(script, errors="replace"):
@@ -39,23 +41,48 @@ for line in open(script, errors="replace"):
         samples.append((tid, t, sym.split("+")[0], dso.rsplit("/", 1)[-1]))
 own = collections.Counter(s[0] for s in samples if s[3] == image)
 main = own.most_common(1)[0][0]
-ksm = re.compile(r"rksm|ksm", re.I)
-windows = {int(t / 0.05) for tid, t, sym, dso in samples if tid == main and ksm.search(sym)}
-chosen = [s for s in samples if s[0] == main and int(s[1] / 0.05) in windows]
-by_sym = collections.Counter()
-host = 0
-for tid, t, sym, dso in chosen:
-    if dso == image:
-        by_sym[re.sub(r"^_R\w*?rksm\w*?(\d+)", "", sym)[:70]] += 1
-    else:
-        host += 1
-n = len(chosen)
 rec = [json.loads(l) for l in open(results)][0]
-rate = ("%.0f MiB/s" % rec["mib_per_s"] if "mib_per_s" in rec
-        else "%.4f CPU s/GiB/pass" % rec["cpu_s_per_gib_pass"])
-print("%s, %s: %s; sampled %.2f s in %d windows; host kernel %.1f%%"
-      % (image, mode, rate, n / 1999, len(windows),
-         100 * host / max(n, 1)))
-for sym, k in by_sym.most_common(25):
-    print("  %5.1f%%  %s" % (100 * k / n, sym))
+reads = re.compile(r"xxh64|memcmp|PageBytes.*(checksum|sample|compare)")
+if "mib_per_s" in rec:
+    # The timed merge: from the first page read (the first pass's first checksum) for as long
+    # as the run took to merge, so that neither the workload's start (madvise) nor its end
+    # (verify, exit, run=2), which hold KSM code too, count.
+    first = min(t for tid, t, sym, dso in samples
+                if tid == main and re.search(r"xxh64|PageBytes.*checksum", sym))
+    chosen = [s for s in samples if s[0] == main and first <= s[1] <= first + rec["seconds"]]
+    ms = 1000 * rec["seconds"] / (rec["mib_merged"] / 1024)
+    rate, unit, what = "%.0f MiB/s" % rec["mib_per_s"], "ms/GiB", "the timed merge"
+else:
+    # The steady state: the 50 ms windows where KSM code ran (most of the run's samples).
+    ksm = re.compile(r"rksm|ksm", re.I)
+    windows = {int(t / 0.05) for tid, t, sym, dso in samples if tid == main and ksm.search(sym)}
+    chosen = [s for s in samples if s[0] == main and int(s[1] / 0.05) in windows]
+    ms = 1000 * rec["cpu_s_per_gib_pass"]
+    rate, unit, what = "%.4f CPU s/GiB/pass" % rec["cpu_s_per_gib_pass"], "ms/GiB/pass", \
+        "windows of KSM code"
+own_ksm = re.compile(r"ksm|stable_|unstable_|cmp_and_merge|try_to_merge|chain|rmap_item|"
+                     r"write_protect_page|replace_page")
+group = collections.Counter()
+by_sym = collections.defaultdict(collections.Counter)
+for tid, t, sym, dso in chosen:
+    if dso != image:
+        g = "host kernel"
+    elif reads.search(sym):
+        g = "page reads"
+    elif "rksm" in sym or (not sym.startswith("_R") and own_ksm.search(sym)):
+        g = "KSM's own code"
+    elif sym.startswith(("_R", "<", "kernel::", "rust_helper")):
+        g = "kernel crate, helpers"
+    else:
+        g = "other kernel code"
+    group[g] += 1
+    by_sym[g][re.sub(r"^_R\w*?rksm\w*?(\d+)", "", sym)[:70]] += 1
+n = max(len(chosen), 1)
+print("%s, %s: %s; %d samples (%.2f s) in %s" % (image, mode, rate, len(chosen),
+                                                  len(chosen) / int(sys.argv[5]), what))
+print("  %-22s %7s %12s" % ("group", "samples", unit))
+for g, k in group.most_common():
+    print("  %-22s %6.1f%% %12.0f" % (g, 100 * k / n, ms * k / n))
+    for sym, j in by_sym[g].most_common(6):
+        print("      %5.1f%%  %s" % (100 * j / n, sym))
 PY
