@@ -64,6 +64,7 @@ own_ksm = re.compile(r"ksm|stable_|unstable_|cmp_and_merge|try_to_merge|chain|rm
                      r"write_protect_page|replace_page")
 group = collections.Counter()
 by_sym = collections.defaultdict(collections.Counter)
+groups = {}
 for tid, t, sym, dso in chosen:
     if dso != image:
         g = "host kernel"
@@ -76,6 +77,7 @@ for tid, t, sym, dso in chosen:
     else:
         g = "other kernel code"
     group[g] += 1
+    groups[(tid, t, sym, dso)] = g
     by_sym[g][re.sub(r"^_R\w*?rksm\w*?(\d+)", "", sym)[:70]] += 1
 n = max(len(chosen), 1)
 print("%s, %s: %s; %d samples (%.2f s) in %s" % (image, mode, rate, len(chosen),
@@ -85,4 +87,16 @@ for g, k in group.most_common():
     print("  %-22s %6.1f%% %12.0f" % (g, 100 * k / n, ms * k / n))
     for sym, j in by_sym[g].most_common(6):
         print("      %5.1f%%  %s" % (100 * j / n, sym))
+if "mib_per_s" in rec:
+    # The same split before the first merge (the first pass: every page read for its checksum)
+    # and after it (the merges), by ksmwatch's first sample with pages_sharing above zero.
+    t1 = next((t for t, _, _, sharing in rec["trace"] if sharing > 0), rec["seconds"])
+    per_gib = 1000 / int(sys.argv[5]) / (rec["mib_merged"] / 1024)
+    for name, lo, hi in (("before the first merge", first, first + t1),
+                         ("from the first merge on", first + t1, first + rec["seconds"])):
+        part = [s for s in chosen if lo <= s[1] < hi]
+        print("  %s: %.0f ms, %.0f ms/GiB of samples" % (name, 1000 * (hi - lo),
+                                                           len(part) * per_gib))
+        for g, k in collections.Counter(groups[s] for s in part).most_common():
+            print("      %-22s %5.0f" % (g, k * per_gib))
 PY
