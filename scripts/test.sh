@@ -21,8 +21,8 @@ TORTURE=${TORTURE:-1}
 # The debug kernels booted: rksm's. C's debug boot is the control that tells a defect of a sweep
 # or of the torture from one of rksm's; C's code does not change from one landing to the next, so
 # the control runs in make torture, before a landing that changes those tests, or here with
-# CONTROL=1. (It took 12 min of make test and, with its build, up to 22 min from an empty ccache;
-# a defect of C's own, its smart scan keeping pairs apart, failed CI's verdict at bc7b635.)
+# CONTROL=1. (A defect of C's own, its smart scan keeping pairs apart, can fail it at random:
+# Documentation/mm/rksm-measurements.rst, "make test runs", has its cost and CI's failure.)
 DEBUG=
 for k in $KERNELS; do
 	[ "$k" = rust ] || [ "${CONTROL:-0}" = 1 ] && DEBUG="$DEBUG $k"

@@ -32,6 +32,7 @@ perf script -i "$out.data" -F tid,time,ip,sym,dso 2> /dev/null > "$out.script"
 python3 - "$out.script" "$(basename "$kernel")" "$out.jsonl" "$MODE" "${F:-1999}" <<'PY' | tee "$out.txt"
 import collections, json, re, sys
 script, image, results, mode = sys.argv[1:5]
+hz = int(sys.argv[5])
 line_re = re.compile(r"^\s*(\d+)\s+([\d.]+):\s+[0-9a-f]+\s+(.*?)\s+\((.*)\)\s*$")
 samples = []
 for line in open(script, errors="replace"):
@@ -62,26 +63,26 @@ else:
         "windows of KSM code"
 own_ksm = re.compile(r"ksm|stable_|unstable_|cmp_and_merge|try_to_merge|chain|rmap_item|"
                      r"write_protect_page|replace_page")
+def group_of(sample):
+    _, _, sym, dso = sample
+    if dso != image:
+        return "host kernel"
+    if reads.search(sym):
+        return "page reads"
+    if "rksm" in sym or (not sym.startswith("_R") and own_ksm.search(sym)):
+        return "KSM's own code"
+    if sym.startswith(("_R", "<", "kernel::", "rust_helper")):
+        return "kernel crate, helpers"
+    return "other kernel code"
 group = collections.Counter()
 by_sym = collections.defaultdict(collections.Counter)
-groups = {}
-for tid, t, sym, dso in chosen:
-    if dso != image:
-        g = "host kernel"
-    elif reads.search(sym):
-        g = "page reads"
-    elif "rksm" in sym or (not sym.startswith("_R") and own_ksm.search(sym)):
-        g = "KSM's own code"
-    elif sym.startswith(("_R", "<", "kernel::", "rust_helper")):
-        g = "kernel crate, helpers"
-    else:
-        g = "other kernel code"
+for s in chosen:
+    g = group_of(s)
     group[g] += 1
-    groups[(tid, t, sym, dso)] = g
-    by_sym[g][re.sub(r"^_R\w*?rksm\w*?(\d+)", "", sym)[:70]] += 1
+    by_sym[g][re.sub(r"^_R\w*?rksm\w*?(\d+)", "", s[2])[:70]] += 1
 n = max(len(chosen), 1)
 print("%s, %s: %s; %d samples (%.2f s) in %s" % (image, mode, rate, len(chosen),
-                                                  len(chosen) / int(sys.argv[5]), what))
+                                                  len(chosen) / hz, what))
 print("  %-22s %7s %12s" % ("group", "samples", unit))
 for g, k in group.most_common():
     print("  %-22s %6.1f%% %12.0f" % (g, 100 * k / n, ms * k / n))
@@ -91,12 +92,12 @@ if "mib_per_s" in rec:
     # The same split before the first merge (the first pass: every page read for its checksum)
     # and after it (the merges), by ksmwatch's first sample with pages_sharing above zero.
     t1 = next((t for t, _, _, sharing in rec["trace"] if sharing > 0), rec["seconds"])
-    per_gib = 1000 / int(sys.argv[5]) / (rec["mib_merged"] / 1024)
+    per_gib = 1000 / hz / (rec["mib_merged"] / 1024)
     for name, lo, hi in (("before the first merge", first, first + t1),
                          ("from the first merge on", first + t1, first + rec["seconds"])):
         part = [s for s in chosen if lo <= s[1] < hi]
         print("  %s: %.0f ms, %.0f ms/GiB of samples" % (name, 1000 * (hi - lo),
                                                            len(part) * per_gib))
-        for g, k in collections.Counter(groups[s] for s in part).most_common():
+        for g, k in collections.Counter(map(group_of, part)).most_common():
             print("      %-22s %5.0f" % (g, k * per_gib))
 PY
