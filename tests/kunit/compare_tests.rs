@@ -87,7 +87,8 @@ fn checksum_follows_contents() -> TestResult {
 /// `3 * PAGE_SIZE / 8` values, about `n * n / 2^33` pairs: 0.0003 with 4 KiB pages, 0.07 with
 /// 64 KiB ones; more than two is a broken checksum, as a sum of words gives thousands); a zero
 /// page's checksum is not 0 (0 marks an item with none recorded yet); two equal words trading
-/// places change it.
+/// places change it; so does changing bit 63 of every word of a random page (its doubles
+/// negated), which a step that carried a change of bit 63 no further than bit 63 would miss.
 fn checksum_sees_every_word() -> TestResult {
     let mut p = TestPages::new(0, Pattern::Worst).check()?;
     let z = p.push(Pattern::Ragged, 0, 0).check()?;
@@ -123,6 +124,22 @@ fn checksum_sees_every_word() -> TestResult {
     p.write(z, 4 * 8, &v);
     p.write(z, 11 * 8, &v);
     kunit_ensure!(p.held(z).bytes().checksum() != a);
+    let r = p.push(Pattern::Random(3), 0, 0).check()?;
+    let before = p.held(r).bytes().checksum();
+    let flip_sign_bits = |p: &TestPages| {
+        let mut w = [0u8; 8];
+        for at in (0..PAGE_SIZE).step_by(8) {
+            p.held(r).bytes().read_into(at, &mut w);
+            p.write(r, at, &(u64::from_ne_bytes(w) ^ 1 << 63).to_ne_bytes());
+        }
+    };
+    flip_sign_bits(&p);
+    kunit_ensure!(
+        p.held(r).bytes().checksum() != before,
+        "every word's bit 63 changed, checksum did not"
+    );
+    flip_sign_bits(&p);
+    kunit_ensure_eq!(p.held(r).bytes().checksum(), before);
     Ok(())
 }
 

@@ -232,7 +232,7 @@ fn prefix() -> TestResult {
 const PRIMITIVE_ROUNDS: usize = 3;
 
 /// The two per-page primitives that KSM spends its time in, natively, rksm's against C KSM's:
-/// rksm's checksum (four lanes without rotations, chosen where an emulator makes rotations
+/// rksm's checksum (eight lanes without rotations, chosen where an emulator makes rotations
 /// expensive) against C's xxhash64, and rksm's comparison (blocks of eight words, one test each)
 /// against the kernel's `memcmp()`, both reading equal pages whole. Prints nanoseconds per
 /// page. Checked: a page's copy has its checksum and its xxhash64, every copy compares equal by

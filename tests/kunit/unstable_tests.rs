@@ -431,39 +431,57 @@ fn peeked(order: Order) -> TestResult {
     Ok(())
 }
 
-/// Looks every item up in `tree` in rksm's order, each of a page of its own: each is inserted.
-fn insert_all(
-    tree: &mut UnstableTree<TestPages>,
-    p: &TestPages,
-    items: &[Pin<KBox<RmapItem<TestPages>>>],
-    stats: &mut Stats,
-) -> TestResult {
-    for item in items {
-        kunit_ensure_eq!(lookup(tree, p, item.as_ref(), KEYED, stats), Seen::Inserted);
+/// The items of the bucket cases: [`BUCKETED`] random pages of their own, each with an item, to
+/// be looked up in trees the case makes.
+struct Bucketed {
+    p: TestPages,
+    items: KVec<Pin<KBox<RmapItem<TestPages>>>>,
+    stats: Stats,
+}
+
+/// The pages of a [`Bucketed`] fixture: enough for a tree to be split into buckets.
+const BUCKETED: usize = 256;
+
+impl Bucketed {
+    /// Pages of the random pattern seeded by `seed`, and their items.
+    fn new(seed: u64) -> Result<Self> {
+        Ok(Self {
+            p: TestPages::new(BUCKETED, Pattern::Random(seed))?,
+            items: items(BUCKETED)?,
+            stats: Stats::default(),
+        })
     }
-    Ok(())
+
+    /// Looks every item up in `tree` in rksm's order, each of a page of its own: each is
+    /// inserted.
+    fn insert_all(&mut self, tree: &mut UnstableTree<TestPages>) -> TestResult {
+        for item in &self.items {
+            kunit_ensure_eq!(
+                lookup(tree, &self.p, item.as_ref(), KEYED, &mut self.stats),
+                Seen::Inserted
+            );
+        }
+        Ok(())
+    }
 }
 
 /// An item is taken out of a tree split into buckets wherever it is, even if its recorded
 /// checksum, which chose its bucket, changed while it was linked (left linked, it would panic
 /// when freed).
 fn removed_from_any_bucket() -> TestResult {
-    const N: usize = 256;
-    let p = TestPages::new(N, Pattern::Random(0xb0c)).check()?;
-    let items = items(N).check()?;
+    let mut f = Bucketed::new(0xb0c).check()?;
     let mut tree = UnstableTree::new();
-    let mut stats = Stats::default();
-    insert_all(&mut tree, &p, &items, &mut stats)?;
+    f.insert_all(&mut tree)?;
     tree.renew();
-    insert_all(&mut tree, &p, &items, &mut stats)?;
+    f.insert_all(&mut tree)?;
     kunit_ensure!(tree.trees_in_use() > 1);
     let mut result = Ok(());
-    for i in 0..N {
-        let held = p.held(i);
+    for (i, item) in f.items.iter().enumerate() {
+        let held = f.p.held(i);
         let bytes = held.bytes();
         // Another checksum, most often of another bucket.
-        items[i].set_checksum(bytes.checksum() ^ 0x8000_0001, &bytes);
-        if !tree.remove(&items[i]) {
+        item.set_checksum(bytes.checksum() ^ 0x8000_0001, &bytes);
+        if !tree.remove(item) {
             result = Err(i);
             break;
         }
@@ -480,20 +498,22 @@ fn removed_from_any_bucket() -> TestResult {
 /// which it holds few: the pass in which the skipped pages come back, all at once, needs them
 /// most (sized by the last pass alone, it had one tree of all of them).
 fn buckets_outlast_skipped_passes() -> TestResult {
-    const N: usize = 256;
-    let p = TestPages::new(N, Pattern::Random(0x5c1b)).check()?;
-    let items = items(N).check()?;
+    let mut f = Bucketed::new(0x5c1b).check()?;
     let mut tree = UnstableTree::new();
-    let mut stats = Stats::default();
-    insert_all(&mut tree, &p, &items, &mut stats)?;
+    f.insert_all(&mut tree)?;
     // Eight passes that hold nothing (C's longest skip), then the pages come back.
     for _ in 0..9 {
         tree.renew();
     }
-    insert_all(&mut tree, &p, &items, &mut stats)?;
+    f.insert_all(&mut tree)?;
     let (used, height) = (tree.trees_in_use(), tree.height());
     tree.reset();
-    kunit_ensure!(used > N / 4, "{} of the trees hold the {} items", used, N);
+    kunit_ensure!(
+        used > BUCKETED / 4,
+        "{} of the trees hold the {} items",
+        used,
+        BUCKETED
+    );
     kunit_ensure!(height <= 4, "the tallest bucket is {} high", height);
     Ok(())
 }
@@ -503,21 +523,18 @@ fn buckets_outlast_skipped_passes() -> TestResult {
 /// no pass before held an item; it is not settled until then, and the expectation lasts for
 /// that one renewal.
 fn expected_items_get_buckets() -> TestResult {
-    const N: usize = 256;
-    let p = TestPages::new(N, Pattern::Random(0xe4b)).check()?;
-    let items = items(N).check()?;
-    let mut stats = Stats::default();
+    let mut f = Bucketed::new(0xe4b).check()?;
     // Told nothing: one tree of all items (the control).
     let mut plain = UnstableTree::new();
     plain.renew();
-    insert_all(&mut plain, &p, &items, &mut stats)?;
+    f.insert_all(&mut plain)?;
     let (plain_used, plain_height) = (plain.trees_in_use(), plain.height());
     plain.reset();
     let mut tree = UnstableTree::new();
-    tree.expect(N);
+    tree.expect(BUCKETED);
     let settled = tree.is_settled();
     tree.renew();
-    insert_all(&mut tree, &p, &items, &mut stats)?;
+    f.insert_all(&mut tree)?;
     let (used, height) = (tree.trees_in_use(), tree.height());
     tree.reset();
     // Told nothing more, and holding nothing for long: back to no buckets, settled.
@@ -529,11 +546,16 @@ fn expected_items_get_buckets() -> TestResult {
     kunit_ensure!(
         plain_height > 4,
         "one tree of {} items is {} high",
-        N,
+        BUCKETED,
         plain_height
     );
     kunit_ensure!(!settled, "a tree expecting items is settled");
-    kunit_ensure!(used > N / 4, "{} of the trees hold the {} items", used, N);
+    kunit_ensure!(
+        used > BUCKETED / 4,
+        "{} of the trees hold the {} items",
+        used,
+        BUCKETED
+    );
     kunit_ensure!(height <= 4, "the tallest bucket is {} high", height);
     kunit_ensure!(settled_after, "the expectation outlived its renewal");
     Ok(())
@@ -543,20 +565,17 @@ fn expected_items_get_buckets() -> TestResult {
 /// the bucket that holds it; a hint of a tree with no buckets names none, and a hint recorded
 /// before the table was made anew still gives an address (which the prefetch may not read).
 fn hint_names_each_items_bucket() -> TestResult {
-    const N: usize = 256;
-    let p = TestPages::new(N, Pattern::Random(0x41e7)).check()?;
-    let items = items(N).check()?;
+    let mut f = Bucketed::new(0x41e7).check()?;
     let mut tree = UnstableTree::new();
-    let mut stats = Stats::default();
     let hint = BucketHint::new();
     hint.record(&tree);
     kunit_ensure_eq!(hint.bucket::<TestPages>(1), None);
-    insert_all(&mut tree, &p, &items, &mut stats)?;
+    f.insert_all(&mut tree)?;
     tree.renew();
     hint.record(&tree);
-    insert_all(&mut tree, &p, &items, &mut stats)?;
+    f.insert_all(&mut tree)?;
     let mut wrong = None;
-    for (i, item) in items.iter().enumerate() {
+    for (i, item) in f.items.iter().enumerate() {
         let sum = item.checksum();
         let (named, holds) = (hint.bucket::<TestPages>(sum), tree.bucket_holding(item));
         if named.is_none() || named != holds || named != tree.bucket_addr(sum) {
@@ -569,7 +588,7 @@ fn hint_names_each_items_bucket() -> TestResult {
     for _ in 0..200 {
         tree.renew();
     }
-    let stale = hint.bucket::<TestPages>(items[0].checksum());
+    let stale = hint.bucket::<TestPages>(f.items[0].checksum());
     tree.reset();
     kunit_ensure!(used > 1, "the tree was not split into buckets");
     kunit_ensure!(wrong.is_none(), "item, hint, holder: {:?}", wrong);

@@ -179,13 +179,22 @@ impl<'a> PageBytes<'a> {
     /// C KSM takes the low 32 bits of the page's xxhash64. This hash reads the page in eight
     /// lanes of every eighth word, each a chain of `h = swap_bytes((h ^ word) * P)` with `P`
     /// odd, and mixes the lanes at the end. Each step is a bijection of the lane's state, so two
-    /// pages whose words differ in one place always leave different lane states, and pages that
-    /// differ in several places leave equal ones only by a 64-bit coincidence; the 32 bits kept
-    /// collide as randomly as xxhash's. It takes three operations per word where xxhash takes
-    /// four, one of them a rotation, which an emulator makes expensive (it must work out the
-    /// flags). On hardware the time is the length of a lane's chain of dependent steps (a
-    /// multiplication and a byte swap, about six cycles): eight lanes make the chains half as
-    /// long as xxhash's four, for the same number of operations.
+    /// pages whose words differ in one place always leave different lane states. Pages that
+    /// differ in several places leave equal ones by a 64-bit coincidence, but for changes of a
+    /// special shape: a change of bit 63 alone stays bit 63 through the multiplication, and the
+    /// byte swap makes it bit 7, so bit 63 of a word and bit 7 of the word 64 bytes after it,
+    /// changed together, cancel. Every word's bit 63 changed (a page of doubles negated) does
+    /// not cancel, which a step without the byte swap would: the KUnit case
+    /// `checksum_sees_every_word` checks it. The 32 bits kept collide on other pages as randomly
+    /// as xxhash's.
+    ///
+    /// It takes three operations per word where xxhash takes four, one of them a rotation, which
+    /// an emulator makes expensive (it must work out the flags). On hardware the time is the
+    /// length of a lane's chain of dependent steps (a multiplication and a byte swap, about six
+    /// cycles): eight lanes make the chains half as long as xxhash's four, for the same number
+    /// of operations. A step of two words to one multiplication would do with fewer operations,
+    /// but without a multiplication between them two words of a lane meet the state as one: a
+    /// change of a bit in one and of the same bit in the other collide about half the time.
     ///
     /// Nothing depends on its quality for correctness: a change it misses lets a changing page
     /// into the unstable tree, and equal checksums are always followed by a comparison of the

@@ -207,7 +207,7 @@ impl<'b, B: Backend, S: Shards<B>> Step<'b, B, S> {
                 scoped = t.scope().is_scoped();
             }
             match t.leave::<SCOPED>(b, token, item, page, domain) {
-                Left::Loose if first_try && t.stable_first(b, &item) => {
+                Left::Loose if t.stable_first(goes_first) => {
                     went_first = true;
                     match t.look_stable::<SCOPED>(b, token, item, page, domain, true) {
                         // Nothing to merge into (its KSM page was locked, say): the gate still

@@ -23,10 +23,11 @@ impl<B: Backend> Trees<B> {
     /// made is the one C would make. Not for an item with no checksum recorded yet, which C's
     /// gate stops (unless its page's checksum is 0), nor for one whose checksum is not of the
     /// contents its last visit saw (see [`RmapItem::glance`]: a lookup by it would look for what
-    /// the page no longer holds), nor for a page the zero page is tried for first.
+    /// the page no longer holds), nor for a page the zero page is tried for first: `may` says so
+    /// of the item ([`may_go_stable_first`], which its step takes once, before the shard is held).
     #[inline]
-    pub(crate) fn stable_first(&self, backend: &B, item: &RmapItem<B>) -> bool {
-        self.order == Order::Checksum && may_go_stable_first(backend, item)
+    pub(crate) fn stable_first(&self, may: bool) -> bool {
+        may && self.order == Order::Checksum
     }
 
     /// The first phase of the per-page step ([`crate::step::Step::cmp_and_merge`]), in the trees
