@@ -185,8 +185,8 @@ impl<'a> PageBytes<'a> {
     /// byte swap makes it bit 7, so bit 63 of a word and bit 7 of the word 64 bytes after it,
     /// changed together, cancel. Every word's bit 63 changed (a page of doubles negated) does
     /// not cancel, which a step without the byte swap would: the KUnit case
-    /// `checksum_sees_every_word` checks it. The 32 bits kept collide on other pages as randomly
-    /// as xxhash's.
+    /// `checksum_sees_negated_doubles` checks it. The 32 bits kept collide on other pages as
+    /// randomly as xxhash's.
     ///
     /// It takes three operations per word where xxhash takes four, one of them a rotation, which
     /// an emulator makes expensive (it must work out the flags). On hardware the time is the
