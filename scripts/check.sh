@@ -65,7 +65,7 @@ done
 # The bare-metal guest of mem_merge.py: no kernel headers (it defines __packed and the like
 # itself), its asm's outb and inb are not function names, and its interrupt stub is declared for
 # C from the asm that defines it.
-for c in tests/vm/bare/*.c; do
+for c in tests/vm/bare/*.c tests/vm/bare/*.h; do
 	say "checkpatch -f $c"
 	"$SRC/scripts/checkpatch.pl" "${cp_args[@]}" --ignore PREFER_KERNEL_TYPES,VOLATILE \
 		--ignore PREFER_DEFINED_ATTRIBUTE_MACRO,EMBEDDED_FUNCTION_NAME,AVOID_EXTERNS -f "$c" ||

@@ -16,6 +16,8 @@ PKGS=bash,dash,coreutils,util-linux,mount,procps,python3,gawk,grep,sed,findutils
 PKGS+=,libnuma1,libnuma-dev,busybox-static,diffutils,time,debianutils
 # virtme-ng's shell init (scripts/vm.sh) finds its command's ports by the names udev gives them.
 PKGS+=,udev
+# tests/vm/mem_merge.py boots QEMU guests inside the VM.
+PKGS+=,qemu-system-arm
 ROOT=$B/arm64/root
 MIRROR=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
 

@@ -19,11 +19,7 @@ import re
 import sys
 
 # Skips that are expected, with the reason (keep Documentation/mm/rksm.rst in step).
-EXPECTED_SKIPS = {
-    ("qemu", "mem_merge: QEMU guests with mem-merge on and off (skipped: x86_64 only: on arm64 "
-             "its QEMU guests would be emulated inside the emulated machine)"):
-    "make test covers it on x86_64; under TCG a nested arm64 guest takes many minutes to boot",
-}
+EXPECTED_SKIPS = {}
 
 # Upstream tests that cannot pass on any kernel, recognised by a signature in their output. They
 # count neither as passed nor as failed; Documentation/mm/rksm.rst says why, and what checks the

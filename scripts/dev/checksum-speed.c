@@ -2,8 +2,9 @@
 /*
  * Development tool: how fast rksm's page checksum (PageBytes::checksum in
  * rust/kernel/mm/contents.rs: eight lanes of h = bswap((h ^ word) * P)) and some variants of it
- * read a page, against memcmp() of the page with one in the caches, in host user space on the
- * host's processor. PAGES pages (default 1 GiB of 4 KiB pages: out of the caches) are visited in
+ * read a page, against memcmp() of the page with one in the caches, and what rksm's sample of a
+ * page (PageBytes::sample: eight lines) and smaller ones cost, in host user space on the host's
+ * processor. PAGES pages (default 1 GiB of 4 KiB pages: out of the caches) are visited in
  * a random order, as a scan meets the physical pages of a process; PAGES=128 keeps them in the
  * caches, which gives the computation alone. The variants are not the kernel's code: they are
  * re-written here to compare designs.
@@ -94,6 +95,22 @@ static uint32_t wide(const volatile uint64_t *p)
 	return finish(h, 4);
 }
 
+/* rksm's sample: runs lines of eight words, the page's first and last and the others spread
+ * evenly between, hashed in eight lanes. */
+static uint32_t sample(const volatile uint64_t *p, size_t runs)
+{
+	uint64_t h[8] = { 1, 2, 3, 4, 5, 6, 7, 8 };
+	size_t lines = words / 8;
+
+	for (size_t k = 0; k < runs; k++) {
+		size_t i = (runs > 1 ? k * (lines - 1) / (runs - 1) : 0) * 8;
+
+		for (int l = 0; l < 8; l++)
+			h[l] = mix(h[l], p[i + l]);
+	}
+	return finish(h, 8);
+}
+
 static double now(void)
 {
 	struct timespec t;
@@ -107,7 +124,8 @@ int main(int argc, char **argv)
 	static const char * const names[] = {
 		"checksum, 8 lanes (rksm's)", "checksum, two halves at once",
 		"checksum, prefetch 8 lines ahead", "checksum, 128-bit multiply",
-		"memcmp with a cached page",
+		"memcmp with a cached page", "sample, 8 lines (rksm's)",
+		"sample, 2 lines", "sample, 1 line",
 	};
 	size_t n, *order;
 	uint64_t *buf, *ref;
@@ -133,7 +151,7 @@ int main(int argc, char **argv)
 		order[j] = t;
 	}
 	printf("%zu pages of %zu bytes, random order; ns per page, 3 rounds\n", n, page);
-	for (int k = 0; k < 5; k++) {
+	for (int k = 0; k < 8; k++) {
 		printf("%-34s", names[k]);
 		for (int round = 0; round < 3; round++) {
 			uint64_t sink = 0;
@@ -147,7 +165,10 @@ int main(int argc, char **argv)
 				case 1: sink += halves(pg); break;
 				case 2: sink += ahead(pg); break;
 				case 3: sink += wide(pg); break;
-				default: sink += memcmp(pg, ref, page) != 0;
+				case 4: sink += memcmp(pg, ref, page) != 0; break;
+				case 5: sink += sample(pg, 8); break;
+				case 6: sink += sample(pg, 2); break;
+				default: sink += sample(pg, 1);
 				}
 			}
 			printf(" %6.0f%s", (now() - t0) * 1e9 / n, sink == 42 ? "!" : "");

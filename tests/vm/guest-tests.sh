@@ -6,8 +6,6 @@ set -u
 kernel=$1
 # The KSM it runs: c or rust (an arm64 kernel's name says its page size too: rust-arm64-16k).
 impl=${kernel%%-*}
-# Why mem_merge does not run on arm64 (tests/report.py's EXPECTED_SKIPS holds the same words).
-MEM_MERGE_SKIP="x86_64 only: on arm64 its QEMU guests would be emulated inside the emulated machine"
 # FAULT (second argument) injects a failure on purpose, to show that the harness catches it:
 #   panic     the guest kernel crashes (sysrq c) before the suites run
 #   warning   LKDTM provokes a kernel WARNING, then the suites run as usual
@@ -134,13 +132,9 @@ workloads ""
 # Operators' tools. Debian's ksmtuned, unmodified, makes the same run and pages_to_scan
 # decisions from the same memory pressure (tests/vm/ksmtuned.py; tests/report.py compares the
 # record with C's of the same run). QEMU guests with mem-merge=on merge, one with mem-merge=off
-# beside them does not (tests/vm/mem_merge.py; x86 guests inside the VM).
+# beside them does not (tests/vm/mem_merge.py; bare-metal guests of the VM's architecture).
 run ksmtuned decisions 600 python3 "$top/tests/vm/ksmtuned.py" "$out/ksmtuned/decisions.record"
-if [ "$(uname -m)" = x86_64 ]; then
-	run qemu mem_merge 1500 python3 "$top/tests/vm/mem_merge.py"
-else
-	run qemu mem_merge 10 echo "ok 1 - QEMU guests with mem-merge on and off # SKIP $MEM_MERGE_SKIP"
-fi
+run qemu mem_merge 1500 python3 "$top/tests/vm/mem_merge.py"
 
 # rksm's merge domains: no frame shared across cgroups or processes when asked, a process that
 # moves follows its new cgroup (tests/vm/merge_scope.py).

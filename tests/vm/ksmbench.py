@@ -208,8 +208,9 @@ def run_selftest(impl, flag, mib, threads, rep):
 class Guest:
     """A small QEMU guest (TCG, 96 MiB) booting build/bzImage-c with tests/vm/nested_init.c as
     init, its RAM mergeable (QEMU's mem-merge) unless `merge` is False. With `bare`, it boots
-    tests/vm/bare/guest.c instead, which lays the same pattern out in guest-physical memory by
-    the host's page size, with no kernel to boot (seconds, not minutes, under nested TCG)."""
+    the bare-metal guest of tests/vm/bare/ instead (x86 or arm64, as the VM), which lays the same
+    pattern out in guest-physical memory by the host's page size, with no kernel to boot
+    (seconds, not minutes, under nested TCG)."""
 
     RAM_MIB = 96
     BARE = os.path.join(TOP, "build", "tests", "nested_bare.elf")
@@ -221,12 +222,18 @@ class Guest:
             boot = ["-kernel", os.path.join(TOP, "build", "bzImage-c"),
                     "-initrd", os.path.join(TOP, "build", "tests", "nested.cpio"),
                     "-append", "console=ttyS0 panic=-1 quiet kunit.enable=0 nested.mib=%d" % mib]
+        # The machine of the VM's own architecture: a Linux guest only on x86 (the bare one,
+        # tests/vm/bare/, is built for either by scripts/guest-progs.sh).
+        if os.uname().machine == "aarch64":
+            qemu, machine, cpu = "qemu-system-aarch64", "virt", "cortex-a53"
+        else:
+            qemu, machine, cpu = "qemu-system-x86_64", "q35", "qemu64"
         self.lines = []
         self.merge = merge
         self.p = subprocess.Popen(
-            ["qemu-system-x86_64", "-nodefaults", "-display", "none", "-no-reboot",
-             "-machine", "q35,mem-merge=%s" % ("on" if merge else "off"), "-accel", "tcg",
-             "-cpu", "qemu64", "-m", "%dM" % self.RAM_MIB] + boot +
+            [qemu, "-nodefaults", "-display", "none", "-no-reboot",
+             "-machine", "%s,mem-merge=%s" % (machine, "on" if merge else "off"), "-accel", "tcg",
+             "-cpu", cpu, "-m", "%dM" % self.RAM_MIB] + boot +
             ["-chardev", "stdio,id=s0,signal=off", "-serial", "chardev:s0"],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         self.name = "guest%d" % n

@@ -1,20 +1,18 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * A bare-metal QEMU guest for tests/vm/mem_merge.py: what nested_init does in a Linux guest,
- * without the kernel, whose boot under QEMU's TCG inside the TCG test VM took about ten minutes
- * for three guests. QEMU loads it as a multiboot kernel (-kernel, 32-bit, paging off).
+ * A bare-metal QEMU guest for tests/vm/mem_merge.py, on x86: what nested_init does in a Linux
+ * guest, without the kernel, whose boot under QEMU's TCG inside the TCG test VM took about ten
+ * minutes for three guests. QEMU loads it as a multiboot kernel (-kernel, 32-bit, paging off).
  *
- * Command line (-append): "page=P mib=M", P the host's page size (the guest has no pages of its
- * own: it lays its pattern out by the host's, which KSM merges), M MiB of pattern (default 16).
- * From guest-physical 32 MiB on, it writes the pattern of nested_init and ksmpages' worst case
- * (page i holds i + 1 in its last 8 bytes, zero elsewhere, the same in every guest) and prints
- * "ready <pages>" on the first serial port. Then for every line it reads there it checks every
- * byte and prints "ok <round>" or "BAD page <i>", halted between lines (the serial port's
- * interrupt wakes it), so that idle guests leave the CPUs to the host's KSM.
+ * From guest-physical 32 MiB on, it lays out the pattern that the command line (-append) asks
+ * for, then answers the test on the first serial port, halted between lines (the serial port's
+ * interrupt wakes it), so that idle guests leave the CPUs to the host's KSM: see bare.h.
  *
  * Built by scripts/guest-progs.sh with clang for i386, freestanding, no C library.
  */
 #include <stdint.h>
+
+#include "bare.h"
 
 /* The kernel's attribute macros, which a freestanding program has to define itself. */
 #define __packed __attribute__((packed))
@@ -81,48 +79,6 @@ static void putc_serial(char c)
 	outb(COM1, c);
 }
 
-static void puts_serial(const char *s)
-{
-	while (*s)
-		putc_serial(*s++);
-}
-
-static void putu(uint32_t v)
-{
-	char buf[12];
-	int n = 0;
-
-	do {
-		buf[n++] = '0' + v % 10;
-		v /= 10;
-	} while (v);
-	while (n)
-		putc_serial(buf[--n]);
-}
-
-/* The value of "key=" in the command line, or def. */
-static uint32_t param(const char *cmdline, const char *key, uint32_t def)
-{
-	for (const char *p = cmdline; p && *p; p++) {
-		const char *k = key, *q = p;
-
-		if (p != cmdline && p[-1] != ' ')
-			continue;
-		while (*k && *q == *k) {
-			k++;
-			q++;
-		}
-		if (*k || *q != '=')
-			continue;
-		uint32_t v = 0;
-
-		for (q++; *q >= '0' && *q <= '9'; q++)
-			v = v * 10 + (*q - '0');
-		return v;
-	}
-	return def;
-}
-
 struct idt_gate {
 	uint16_t off_lo, sel;
 	uint8_t zero, type;
@@ -178,66 +134,19 @@ static char getc_serial(void)
 	}
 }
 
-/* The first page that does not hold its pattern, or pages if every one does. */
-static uint32_t check(volatile uint32_t *mem, uint32_t pages, uint32_t words)
-{
-	for (uint32_t i = 0; i < pages; i++) {
-		volatile uint32_t *p = mem + i * words;
-
-		for (uint32_t w = 0; w < words - 2; w++)
-			if (p[w])
-				return i;
-		if (p[words - 2] != i + 1 || p[words - 1])
-			return i;
-	}
-	return pages;
-}
-
 void guest_main(uint32_t magic, const uint32_t *info)
 {
 	const char *cmdline = 0;
-	uint32_t page, mib, pages, words, round = 0, ram_mib = 0;
-	volatile uint32_t *mem = (volatile uint32_t *)BASE;
+	uint64_t ram_end = 0;
+	uint32_t pages, words;
 
 	if (magic == 0x2BADB002u && (info[0] & MB_INFO_CMDLINE))
 		cmdline = (const char *)info[4];
 	/* Memory above 1 MiB, in KiB: the pattern must fit below its end. */
 	if (magic == 0x2BADB002u && (info[0] & MB_INFO_MEM))
-		ram_mib = 1 + info[2] / 1024;
-	page = param(cmdline, "page", 0);
-	mib = param(cmdline, "mib", 16);
-	if (page < 16 || (page & (page - 1)) || !mib || mib > 1024 || (mib << 20) < page) {
-		puts_serial("BAD command line: page=P (a power of two) mib=M (1 to 1024)\n");
+		ram_end = (uint64_t)(1 + info[2] / 1024) << 20;
+	if (!lay_out(cmdline, BASE, ram_end, &pages, &words))
 		return;
-	}
-	if ((BASE >> 20) + mib > ram_mib) {
-		puts_serial("BAD memory: the pattern does not fit below the end of RAM\n");
-		return;
-	}
-	pages = (mib << 20) / page;
-	words = page / 4;
-	for (uint32_t i = 0; i < pages * words; i++)
-		mem[i] = 0;
-	for (uint32_t i = 0; i < pages; i++)
-		mem[i * words + words - 2] = i + 1; /* little-endian: the 64-bit value i + 1 */
 	setup_interrupts();
-	puts_serial("ready ");
-	putu(pages);
-	putc_serial('\n');
-	for (;;) {
-		char c = getc_serial();
-		uint32_t bad;
-
-		if (c != '\n')
-			continue;
-		bad = check(mem, pages, words);
-		if (bad < pages) {
-			puts_serial("BAD page ");
-			putu(bad);
-		} else {
-			puts_serial("ok ");
-			putu(++round);
-		}
-		putc_serial('\n');
-	}
+	serve(BASE, pages, words);
 }
