@@ -62,9 +62,9 @@ for c in tests/vm/*.c tests/vm/*.h; do
 	say "checkpatch -f $c"
 	"$SRC/scripts/checkpatch.pl" "${cp_args[@]}" --ignore PREFER_KERNEL_TYPES,VOLATILE -f "$c" || bad=1
 done
-# The bare-metal guest of mem_merge.py: no kernel headers (it defines __packed and the like
-# itself), its asm's outb and inb are not function names, and its interrupt stub is declared for
-# C from the asm that defines it.
+# The bare-metal guests of mem_merge.py: no kernel headers (they define __packed and the like
+# themselves), the x86 one's asm outb and inb are not function names, and its interrupt stub is
+# declared for C from the asm that defines it.
 for c in tests/vm/bare/*.c tests/vm/bare/*.h; do
 	say "checkpatch -f $c"
 	"$SRC/scripts/checkpatch.pl" "${cp_args[@]}" --ignore PREFER_KERNEL_TYPES,VOLATILE \

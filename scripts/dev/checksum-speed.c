@@ -95,8 +95,10 @@ static uint32_t wide(const volatile uint64_t *p)
 	return finish(h, 4);
 }
 
-/* rksm's sample: runs lines of eight words, the page's first and last and the others spread
- * evenly between, hashed in eight lanes. */
+/*
+ * A sample of `runs` lines of eight words, the page's first and last and the others spread evenly
+ * between, hashed in eight lanes: with eight, rksm's (PageBytes::sample).
+ */
 static uint32_t sample(const volatile uint64_t *p, size_t runs)
 {
 	uint64_t h[8] = { 1, 2, 3, 4, 5, 6, 7, 8 };
