@@ -739,6 +739,10 @@ static const char *const scope_name[SC_NR] = { "global", "memcg", "mm" };
 static int scope = -1, scope_forced;	/* -S, or what merge_scope reads (global if none) */
 static const char *cg2;		/* -g: the second memory cgroup's directory */
 
+/*
+ * 6.12 sets it for every anonymous page (stable_page_flags() tests the KSM bits with &): the
+ * check below then looks at every frame two workers share, a superset of the KSM ones.
+ */
 #define KPF_KSM_ 21
 #define PM_PFN(e) ((e) >> 63 ? (e) & ((1ULL << 55) - 1) : 0)	/* 0: not present */
 

@@ -2,18 +2,23 @@
 /*
  * Helpers that several guest test programs in tests/vm had each a copy of: reading a number
  * from a sysfs or /proc file, writing a string to one, and a memory block's sysfs attributes
- * (testing one, setting its state, bounded in time). Each program is built alone from its one .c file (scripts/guest-progs.sh), so these
- * are static inline: a program that does not call one gets no unused-function warning.
+ * (testing one, setting its state, bounded in time, and who maps its pages). Each program is
+ * built alone from its one .c file (scripts/guest-progs.sh), so these are static inline: a
+ * program that does not call one gets no unused-function warning.
  */
 #ifndef RKSM_TESTS_VM_UTIL_H
 #define RKSM_TESTS_VM_UTIL_H
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -141,32 +146,145 @@ static inline int set_block(long block, const char *state)
 }
 
 /*
- * set_block(), but in a child that gets `secs` seconds: offline_pages() retries migration until
- * it succeeds or its caller gets a fatal signal, so a page that never migrates hangs the write
- * forever. On time out the writer's kernel stack, the block's state and each node's free memory
- * are printed, the writer is killed (the kernel then cancels the offlining) and ETIMEDOUT
- * returned.
+ * Prints each area of each process that maps pages of memory block `block`: how many it maps
+ * there, how many of those are mapped more than once, and the highest map count among them
+ * (/proc/PID/maps and pagemap, /proc/kpagecount; root only). What an offlining that never ends
+ * still has to migrate out of the block: a page no one maps is not listed. (Not KSM pages as
+ * such: 6.12's /proc/kpageflags reports KPF_KSM for every anonymous page.) Areas larger than
+ * 4 GiB are left out (a sparse area's page map is long to read, and test areas are smaller).
+ */
+static inline void print_block_mappers(long block)
+{
+	long bsize = 0, page = sysconf(_SC_PAGESIZE), listed = 0;
+	int counts = open("/proc/kpagecount", O_RDONLY);
+	char buf[32] = "", path[64], line[512];
+	DIR *procs = opendir("/proc");
+	struct dirent *e;
+	int fd;
+
+	fd = open(SYSMEM "block_size_bytes", O_RDONLY);
+	if (fd >= 0 && read(fd, buf, sizeof(buf) - 1) > 0)
+		bsize = strtol(buf, NULL, 16);
+	if (fd >= 0)
+		close(fd);
+	while (procs && bsize > 0 && counts >= 0 && (e = readdir(procs))) {
+		long pid = strtol(e->d_name, NULL, 10);
+		char comm[64] = "?";
+		FILE *maps;
+		int pm;
+
+		if (pid <= 0)
+			continue;
+		snprintf(path, sizeof(path), "/proc/%ld/comm", pid);
+		fd = open(path, O_RDONLY);
+		if (fd >= 0 && read(fd, comm, sizeof(comm) - 1) > 0)
+			comm[strcspn(comm, "\n")] = 0;
+		if (fd >= 0)
+			close(fd);
+		snprintf(path, sizeof(path), "/proc/%ld/maps", pid);
+		maps = fopen(path, "r");
+		snprintf(path, sizeof(path), "/proc/%ld/pagemap", pid);
+		pm = open(path, O_RDONLY);
+		while (maps && pm >= 0 && fgets(line, sizeof(line), maps)) {
+			long mapped = 0, shared = 0, maxcount = 0;
+			unsigned long start, end;
+
+			if (sscanf(line, "%lx-%lx", &start, &end) != 2 || end - start > (4UL << 30))
+				continue;
+			for (unsigned long a = start; a < end; a += page) {
+				uint64_t ent = 0, c = 0, pfn;
+
+				if (pread(pm, &ent, 8, a / page * 8) != 8 || !(ent >> 63))
+					continue;
+				pfn = ent & ((1ULL << 55) - 1);
+				if ((long)(pfn * page / bsize) != block)
+					continue;
+				mapped++;
+				if (pread(counts, &c, 8, pfn * 8) != 8)
+					continue;
+				shared += c > 1;
+				if ((long)c > maxcount)
+					maxcount = c;
+			}
+			if (!mapped)
+				continue;
+			printf("# block %ld: pid %ld (%s), area %lx-%lx: %ld of its pages, %ld mapped more than once (up to %ld times)\n",
+			       block, pid, comm, start, end, mapped, shared, maxcount);
+			listed++;
+		}
+		if (maps)
+			fclose(maps);
+		if (pm >= 0)
+			close(pm);
+	}
+	if (!listed)
+		printf("# block %ld: no process maps a page of it\n", block);
+	if (procs)
+		closedir(procs);
+	if (counts >= 0)
+		close(counts);
+}
+
+/* What set_block_bounded()'s writer thread is given, and what it leaves. */
+struct block_writer {
+	long block;
+	const char *state;
+	int tid;	/* the thread's id, for its kernel stack */
+	int err;	/* set_block()'s result, once `done` */
+	int done;
+};
+
+static inline void *block_writer_run(void *arg)
+{
+	struct block_writer *w = arg;
+
+	__atomic_store_n(&w->tid, (int)syscall(SYS_gettid), __ATOMIC_RELEASE);
+	w->err = set_block(w->block, w->state);
+	__atomic_store_n(&w->done, 1, __ATOMIC_RELEASE);
+	return NULL;
+}
+
+/* SIGUSR2's handler while a writer thread is to be interrupted: nothing, but the write ends. */
+static inline void block_writer_wake(int sig)
+{
+	(void)sig;
+}
+
+/*
+ * set_block(), but in a thread that gets `secs` seconds: offline_pages() retries migration until
+ * it succeeds or its caller gets a signal, so a page that never migrates hangs the write
+ * forever. A thread, not a child: a forked writer would map every page of the caller, which
+ * the offlining it runs must then migrate with twice as many mappings (C KSM's 64 KiB arm64
+ * runs timed out on such pages, mapped four times for a pair, twice: 2026-12-02). On time out
+ * the writer's kernel stack, the block's state, each node's free memory and who maps the
+ * block's pages are printed, the writer is interrupted by SIGUSR2 (the kernel then cancels the
+ * offlining) and ETIMEDOUT returned.
  */
 static inline int set_block_bounded(long block, const char *state, int secs)
 {
+	struct block_writer w = { .block = block, .state = state };
+	struct sigaction wake = { .sa_handler = block_writer_wake }, old;
 	char path[64];
-	int status = 0;
-	pid_t pid;
+	pthread_t t;
 
 	fflush(stdout);
-	pid = fork();
-	if (pid < 0)
+	/* No SA_RESTART: the interrupted write returns EINTR rather than start over. */
+	sigaction(SIGUSR2, &wake, &old);
+	if (pthread_create(&t, NULL, block_writer_run, &w)) {
+		sigaction(SIGUSR2, &old, NULL);
 		return set_block(block, state);
-	if (!pid)
-		_exit(set_block(block, state));
-	for (int i = 0; i < secs * 10; i++) {
-		if (waitpid(pid, &status, WNOHANG) == pid)
-			return WIFEXITED(status) ? WEXITSTATUS(status) : EINTR;
+	}
+	for (int i = 0; i < secs * 10 && !__atomic_load_n(&w.done, __ATOMIC_ACQUIRE); i++)
 		usleep(100000);
+	if (__atomic_load_n(&w.done, __ATOMIC_ACQUIRE)) {
+		pthread_join(t, NULL);
+		sigaction(SIGUSR2, &old, NULL);
+		return w.err;
 	}
 	printf("# block %ld: '%s' still running after %d s; the writer's kernel stack:\n", block,
 	       state, secs);
-	snprintf(path, sizeof(path), "/proc/%d/stack", pid);
+	snprintf(path, sizeof(path), "/proc/self/task/%d/stack",
+		 __atomic_load_n(&w.tid, __ATOMIC_ACQUIRE));
 	print_file(path);
 	snprintf(path, sizeof(path), SYSMEM "memory%ld/state", block);
 	print_file(path);
@@ -184,8 +302,14 @@ static inline int set_block_bounded(long block, const char *state, int secs)
 				printf("# %s", line);
 		fclose(f);
 	}
-	kill(pid, SIGKILL);
-	waitpid(pid, &status, 0);
+	print_block_mappers(block);
+	/* Until the write ends: a signal between two of offline_pages()' checks may be missed. */
+	while (!__atomic_load_n(&w.done, __ATOMIC_ACQUIRE)) {
+		pthread_kill(t, SIGUSR2);
+		usleep(100000);
+	}
+	pthread_join(t, NULL);
+	sigaction(SIGUSR2, &old, NULL);
 	errno = ETIMEDOUT;
 	return errno;
 }
