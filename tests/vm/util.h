@@ -255,7 +255,7 @@ static inline void block_writer_wake(int sig)
  * it succeeds or its caller gets a signal, so a page that never migrates hangs the write
  * forever. A thread, not a child: a forked writer would map every page of the caller, which
  * the offlining it runs must then migrate with twice as many mappings (C KSM's 64 KiB arm64
- * runs timed out on such pages, mapped four times for a pair, twice: 2026-12-02). On time out
+ * run of 2026-12-02 timed out on such pages: merged pairs, each mapped four times). On time out
  * the writer's kernel stack, the block's state, each node's free memory and who maps the
  * block's pages are printed, the writer is interrupted by SIGUSR2 (the kernel then cancels the
  * offlining) and ETIMEDOUT returned.
@@ -303,7 +303,10 @@ static inline int set_block_bounded(long block, const char *state, int secs)
 		fclose(f);
 	}
 	print_block_mappers(block);
-	/* Until the write ends: a signal between two of offline_pages()' checks may be missed. */
+	/*
+	 * Until the write ends: a signal that comes before the thread enters the write is handled
+	 * in user space, and the write then runs on.
+	 */
 	while (!__atomic_load_n(&w.done, __ATOMIC_ACQUIRE)) {
 		pthread_kill(t, SIGUSR2);
 		usleep(100000);
