@@ -779,15 +779,9 @@ static int fill_until_target(void)
 static int setup_offline(void)
 {
 	DIR *d = opendir("/sys/devices/system/node/node1");
-	char buf[32] = "";
 	struct dirent *e;
-	int fd;
 
-	fd = open(SYSMEM "block_size_bytes", O_RDONLY);
-	if (fd >= 0 && read(fd, buf, sizeof(buf) - 1) > 0)
-		block_size = strtoul(buf, NULL, 16);
-	if (fd >= 0)
-		close(fd);
+	block_size = memory_block_size();
 	while (d && block_size && (e = readdir(d))) {
 		long b;
 

@@ -778,17 +778,12 @@ static void scenario_offline(double budget)
 	long round_offlined = 0, before, after;
 	double end = now() + budget;
 	unsigned long node1 = 2;
-	char *a, *filler, buf[32] = "";
+	char *a, *filler;
 	size_t nfiller;
 	long target;
 	long left;
-	int fd;
 
-	fd = open(SYSMEM "block_size_bytes", O_RDONLY);
-	if (fd >= 0 && read(fd, buf, sizeof(buf) - 1) > 0)
-		bsize = strtol(buf, NULL, 16);
-	if (fd >= 0)
-		close(fd);
+	bsize = memory_block_size();
 	if (bsize <= 0 || pagemap < 0 || access("/sys/devices/system/node/node1", F_OK)) {
 		check(0, "offline: memory blocks, pagemap and node 1 are there");
 		return;

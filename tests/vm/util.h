@@ -145,6 +145,20 @@ static inline int set_block(long block, const char *state)
 	return write_errno(path, state);
 }
 
+/* The size of a memory block in bytes (SYSMEM "block_size_bytes", in hex), or 0. */
+static inline unsigned long memory_block_size(void)
+{
+	char buf[32] = "";
+	unsigned long size = 0;
+	int fd = open(SYSMEM "block_size_bytes", O_RDONLY);
+
+	if (fd >= 0 && read(fd, buf, sizeof(buf) - 1) > 0)
+		size = strtoul(buf, NULL, 16);
+	if (fd >= 0)
+		close(fd);
+	return size;
+}
+
 /*
  * Prints each area of each process that maps pages of memory block `block`: how many it maps
  * there, how many of those are mapped more than once, and the highest map count among them
@@ -155,18 +169,13 @@ static inline int set_block(long block, const char *state)
  */
 static inline void print_block_mappers(long block)
 {
-	long bsize = 0, page = sysconf(_SC_PAGESIZE), listed = 0;
+	long bsize = memory_block_size(), page = sysconf(_SC_PAGESIZE), listed = 0;
 	int counts = open("/proc/kpagecount", O_RDONLY);
-	char buf[32] = "", path[64], line[512];
+	char path[64], line[512];
 	DIR *procs = opendir("/proc");
 	struct dirent *e;
 	int fd;
 
-	fd = open(SYSMEM "block_size_bytes", O_RDONLY);
-	if (fd >= 0 && read(fd, buf, sizeof(buf) - 1) > 0)
-		bsize = strtol(buf, NULL, 16);
-	if (fd >= 0)
-		close(fd);
 	while (procs && bsize > 0 && counts >= 0 && (e = readdir(procs))) {
 		long pid = strtol(e->d_name, NULL, 10);
 		char comm[64] = "?";
